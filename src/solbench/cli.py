@@ -1,0 +1,302 @@
+"""The command line: parse, call the library, render. No measurement logic lives here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from solbench.errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="solbench: GPU kernels against the hardware's speed of light.")
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+
+DbOption = typer.Option("solbench.db", "--db", help="results database (SQLite)")
+
+
+def _device(device: str) -> str:
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise UserError(f"unknown device {device!r}; use auto, cpu or cuda")
+    if device == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda asked for, but no CUDA GPU is visible")
+    return device
+
+
+def _progress_printer(enabled: bool):
+    if not enabled:
+        return None
+    return lambda msg: err.print(f"[dim]{msg}[/dim]")
+
+
+@app.command("list")
+def list_cmd(
+    as_json: bool = typer.Option(False, "--json", help="print a JSON list"),
+    family: Optional[str] = typer.Option(None, help="only this family"),
+    suite: str = typer.Option("starter", help="suite name (starter, or a family name)"),
+    tag: Optional[List[str]] = typer.Option(None, help="only problems with this tag (repeatable)"),
+) -> None:
+    """List bundled problems."""
+    from solbench.problems.suite import select_problems
+
+    problems = select_problems(suite=suite, family=family, tags=tag or [])
+    rows = [{"name": p.name, "family": p.family, "tags": p.definition.tags, "workloads": len(p.workloads),
+             "path": str(p.directory), "description": p.definition.description} for p in problems]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    from solbench.report.table import problems_table
+
+    out.print(problems_table(rows))
+
+
+@app.command()
+def show(
+    problem: str = typer.Argument(..., help="bundled problem name or path to a problem directory"),
+    hardware: Optional[str] = typer.Option(None, help="hardware id (see `solbench hardware`); default: this machine"),
+    as_json: bool = typer.Option(False, "--json"),
+    db: Path = DbOption,
+) -> None:
+    """Show a problem's workloads with their work counts and speed-of-light times."""
+    from solbench.analysis.report import analyse_problem
+    from solbench.hardware.registry import detect, get_hardware
+    from solbench.problems.problem import load_problem
+
+    prob = load_problem(problem)
+    hw = get_hardware(hardware) if hardware else detect("cpu")
+    calibrated = _stored_calibration(db, hw) if db.exists() else None
+    report = analyse_problem(prob, hw, calibrated)
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    from solbench.report.table import sol_table
+
+    out.print(sol_table(report))
+
+
+@app.command("hardware")
+def hardware_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the hardware registry (datasheet ceilings)."""
+    from solbench.hardware.registry import list_hardware
+
+    specs = list_hardware()
+    rows = []
+    for s in specs:
+        c = s.ceilings()
+        rows.append({"id": s.id, "name": s.name, "dram_tbps": c.dram_bytes_per_s / 1e12,
+                     "bf16_tflops": c.rates.get("tensor_bf16", 0) / 1e12, "fp8_tflops": c.rates.get("tensor_fp8", 0) / 1e12,
+                     "fp32_tflops": c.rates.get("vector_fp32", 0) / 1e12, "llc_mb": s.llc_bytes.value / 2**20,
+                     "clock_scale": c.clock_scale})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    from solbench.report.table import hardware_table
+
+    out.print(hardware_table(rows))
+
+
+@app.command()
+def calibrate(
+    device: str = typer.Option("auto", help="auto, cpu or cuda"),
+    quick: bool = typer.Option(False, help="small sizes, a few seconds"),
+    db: Path = DbOption,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Measure this device's achievable ceilings and store them."""
+    from solbench.hardware.calibrate import calibrate as run_calibration
+    from solbench.store.db import Store
+
+    dev = _device(device)
+    cal = run_calibration(dev, quick=quick)
+    store = Store(db)
+    data = json.loads(cal.model_dump_json())
+    store.add_calibration(cal.hardware, getattr(cal, "device_name", None), data)
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    from solbench.report.table import calibration_table
+
+    out.print(calibration_table(data))
+
+
+def _stored_calibration(db: Path, hw):
+    from solbench.hardware.calibrate import Calibration
+    from solbench.store.db import Store
+
+    try:
+        data = Store(db).latest_calibration(hw.id)
+    except UserError:
+        return None
+    if not data:
+        return None
+    try:
+        return Calibration.model_validate(data).to_ceilings(hw)
+    except Exception:
+        return None
+
+
+@app.command("eval")
+def eval_cmd(
+    problem: Optional[str] = typer.Option(None, "--problem", help="bundled problem name or problem directory"),
+    solution: Optional[Path] = typer.Option(None, "--solution", help="Solution JSON or a .py file with run(*inputs)"),
+    device: str = typer.Option("auto", help="auto, cpu or cuda"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    db: Path = DbOption,
+    workload: Optional[List[str]] = typer.Option(None, help="only these workload uuids (repeatable)"),
+    hardware: Optional[str] = typer.Option(None, help="score against this hardware id instead of the detected one"),
+    draws: int = typer.Option(5, min=1, help="correctness draws per workload"),
+    replay: Optional[int] = typer.Option(None, help="re-run a stored evaluation's first failure with its seed"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
+    quiet: bool = typer.Option(False, help="no progress lines"),
+) -> None:
+    """Evaluate one solution on one problem: correctness, timing, baselines, SOL score."""
+    from solbench.evaluate.runner import EvalOptions, evaluate
+    from solbench.hardware.registry import get_hardware
+    from solbench.problems.problem import load_problem
+    from solbench.problems.solution import Solution, load_solution
+    from solbench.store.db import Store
+
+    store = Store(db)
+    if replay is not None:
+        ev, solution_json = store.evaluation(replay)
+        failing = [w for w in ev.workloads if w.failure or w.verdict != "passed"]
+        if not failing:
+            raise UserError(f"evaluation {replay} has no failing workload to replay")
+        prob = load_problem(ev.problem_dir)
+        sol = Solution.model_validate_json(solution_json)
+        opts = EvalOptions(device=_device(device if device != "auto" else ev.device), seed=ev.seed, draws=draws,
+                           workloads=[failing[0].uuid], baselines=(), time_candidate=False,
+                           progress=_progress_printer(not quiet and not as_json))
+    else:
+        if problem is None or solution is None:
+            raise UserError("eval needs --problem and --solution (or --replay ID)")
+        prob = load_problem(problem)
+        sol = load_solution(solution, prob.name)
+        opts = EvalOptions(device=_device(device), draws=draws, workloads=list(workload) if workload else None,
+                           use_baseline_cache=not no_cache, progress=_progress_printer(not quiet and not as_json))
+    if hardware:
+        opts.hardware = get_hardware(hardware)
+    ev = evaluate(prob, sol, opts, store=store if replay is None else None)
+    if replay is not None:
+        original = next(w for w in store.evaluation(replay)[0].workloads if w.uuid == opts.workloads[0])
+        again = ev.workloads[0]
+        reproduced = again.verdict == original.verdict
+        if as_json:
+            print(json.dumps({"replayed": replay, "reproduced": reproduced, **ev.public()}, indent=2, default=str))
+        else:
+            out.print(f"replay of evaluation {replay}, workload {again.uuid}: {again.verdict}"
+                      f" (stored: {original.verdict}; {'reproduced' if reproduced else 'NOT reproduced'})")
+            if again.message:
+                out.print(again.message)
+        return
+    if as_json:
+        print(json.dumps(ev.public(), indent=2, default=str))
+        return
+    from solbench.report.table import evaluation_table
+
+    out.print(evaluation_table([ev]))
+    out.print(f"evaluation id {ev.id} in {db}; verdict {ev.verdict}"
+              + (f"; SOL score {ev.sol_score:.3f}" if ev.sol_score is not None else ""))
+
+
+@app.command()
+def run(
+    suite: str = typer.Option("starter", help="suite name"),
+    problem: Optional[List[str]] = typer.Option(None, help="only these problems (names or directories)"),
+    family: Optional[str] = typer.Option(None, help="only this family"),
+    device: str = typer.Option("auto", help="auto, cpu or cuda"),
+    db: Path = DbOption,
+    as_json: bool = typer.Option(False, "--json"),
+    draws: int = typer.Option(5, min=1),
+    no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
+    quiet: bool = typer.Option(False),
+) -> None:
+    """The main job: evaluate every problem's example solutions against baselines and SOL."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from solbench.evaluate.runner import EvalOptions, evaluate
+    from solbench.hardware.registry import detect
+    from solbench.problems.problem import load_problem
+    from solbench.problems.solution import load_solution
+    from solbench.problems.suite import select_problems
+    from solbench.store.db import Store
+
+    dev = _device(device)
+    problems = [load_problem(p) for p in problem] if problem else select_problems(suite=suite, family=family)
+    store = Store(db)
+    hw = detect(dev)
+    calibrated = _stored_calibration(db, hw)
+    run_id = store.start_run(" ".join(sys.argv), dev, hw.id)
+    jobs = [(p, s) for p in problems for s in p.example_solutions]
+    if not jobs:
+        raise UserError("no example solutions to run in the selected problems")
+    evaluations = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=err, disable=quiet or as_json) as progress:
+        task = progress.add_task(f"solbench run on {dev} ({hw.id})", total=len(jobs))
+        for prob, path in jobs:
+            progress.update(task, description=f"{prob.name} / {path.name}")
+            sol = load_solution(path, prob.name)
+            opts = EvalOptions(device=dev, draws=draws, hardware=hw, calibrated=calibrated,
+                               use_baseline_cache=not no_cache)
+            evaluations.append(evaluate(prob, sol, opts, store=store, run_id=run_id))
+            progress.advance(task)
+    store.finish_run(run_id)
+    if as_json:
+        print(json.dumps([e.public() for e in evaluations], indent=2, default=str))
+        return
+    from solbench.report.table import evaluation_table, run_summary
+
+    out.print(evaluation_table(evaluations))
+    out.print(run_summary(evaluations, run_id, db))
+
+
+@app.command()
+def export(
+    db: Path = DbOption,
+    output: Optional[Path] = typer.Option(None, "--out", help="write here instead of stdout"),
+    evaluation: Optional[List[int]] = typer.Option(None, help="only these evaluation ids"),
+    problem: Optional[str] = typer.Option(None, help="only this problem"),
+) -> None:
+    """Write stored results as flashinfer-trace Trace JSONL."""
+    from solbench.store.export import traces
+    from solbench.store.db import Store
+
+    if not db.exists():
+        raise UserError(f"no database at {db}")
+    store = Store(db)
+    ids = list(evaluation) if evaluation else store.evaluation_ids(problem=problem)
+    lines = [json.dumps(t) for t in traces(store, ids)]
+    text = "\n".join(lines) + ("\n" if lines else "")
+    if output:
+        output.write_text(text)
+        err.print(f"wrote {len(lines)} traces to {output}")
+    else:
+        sys.stdout.write(text)
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,7 @@
+"""Plain PyTorch solutions (also used for references and baselines)."""
+
+from solbench.evaluate.languages.base import Language
+
+
+class PyTorch(Language):
+    name = "pytorch"

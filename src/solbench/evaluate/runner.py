@@ -1,0 +1,423 @@
+"""The trusted side of an evaluation: stage, start workers, enforce time limits, judge, score.
+
+Each subject (a candidate solution, or a baseline) runs in its own child
+process (``solbench.evaluate.worker``) in a fresh session, with a scrubbed
+environment, its stdout/stderr captured to a log, and results reported per
+workload over a dedicated pipe. A crash, CUDA fault or hang ends only the
+workload in progress: it becomes that workload's verdict and a fresh worker
+takes the remaining workloads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from solbench import scoring
+from solbench.analysis.roofline import Work, count_work, sol_time
+from solbench.evaluate.stats import summarize
+from solbench.evaluate.timing import TimingConfig
+from solbench.evaluate.verdict import INCORRECT, Evaluation, WorkloadResult, worst
+from solbench.hardware.spec import Ceilings, HardwareSpec
+from solbench.problems.problem import Problem
+from solbench.problems.solution import Solution
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+_KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
+             "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+             "NVSHMEM_DISABLE_NVLS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "VIRTUAL_ENV", "SOLBENCH_EXTRA_PATH")
+
+
+@dataclass
+class EvalOptions:
+    device: str = "cpu"
+    draws: int = 5
+    seed: int | None = None
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    startup_timeout_s: float = 180.0  # process start + import + build of the solution
+    workload_timeout_s: float = 120.0  # per workload: checks + timing (first compile included)
+    baselines: tuple[str, ...] | None = None  # None: eager + baseline.py, and compile on the GPU
+    use_baseline_cache: bool = True
+    time_candidate: bool = True
+    input_sets: int = 3
+    hardware: HardwareSpec | None = None
+    calibrated: Ceilings | None = None
+    workloads: list[str] | None = None  # uuids; None: every workload for the device
+    progress: Callable[[str], None] | None = None
+
+
+@dataclass
+class WorkerOutcome:
+    environment: dict[str, Any] = field(default_factory=dict)
+    #: (subject index, workload uuid) -> the worker's result message
+    results: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
+    fatal: dict[int, dict[str, Any]] = field(default_factory=dict)  # subject index -> compile error
+    log: str = ""
+    elapsed_s: float = 0.0
+
+    def for_subject(self, index: int) -> dict[str, dict[str, Any]]:
+        return {uuid: r for (i, uuid), r in self.results.items() if i == index}
+
+
+def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV}
+    paths = [PACKAGE_PARENT]
+    if os.environ.get("SOLBENCH_EXTRA_PATH"):
+        paths.append(os.environ["SOLBENCH_EXTRA_PATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerOutcome:
+    """Run ``job`` in fresh workers until every (subject, workload) pair has a result.
+
+    A worker that crashes, loses its CUDA context or exceeds a time limit is killed
+    with its whole session; the pair in progress gets the verdict and a fresh
+    worker takes the rest.
+    """
+    outcome = WorkerOutcome()
+    pending: list[tuple[int, str]] = [tuple(p) for p in job["pairs"]]
+    attempts = 0
+    started = time.perf_counter()
+    while pending and attempts <= len(job["pairs"]):
+        attempts += 1
+        job_path = workdir / f"job-{attempts}.json"
+        job_path.write_text(json.dumps(dict(job, pairs=pending)))
+        log_path = workdir / f"worker-{attempts}.log"
+        read_fd, write_fd = os.pipe()
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "solbench.evaluate.worker", str(job_path), str(write_fd)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
+                cwd=str(workdir), env=_child_env(job.get("env")), start_new_session=True,
+            )
+        os.close(write_fd)
+        deadline = time.monotonic() + opts.startup_timeout_s
+        ended = None  # "done" | "lost" | "timeout" | "crash"
+        buf = b""
+        eof = False
+        while ended is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                ended = "timeout"
+                break
+            ready, _, _ = select.select([read_fd], [], [], min(remaining, 0.5))
+            if ready:
+                chunk = os.read(read_fd, 1 << 16)
+                if chunk:
+                    buf += chunk
+                else:
+                    eof = True
+            elif proc.poll() is not None:
+                eof = True  # the worker is gone (a grandchild may still hold the pipe open)
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line.decode(errors="replace"))
+                except json.JSONDecodeError:
+                    continue
+                kind = msg.get("type")
+                if kind == "env":
+                    outcome.environment = {k: v for k, v in msg.items() if k != "type"}
+                elif kind == "ready":
+                    deadline = time.monotonic() + opts.workload_timeout_s
+                elif kind == "workload":
+                    key = (msg.get("subject"), msg.get("uuid"))
+                    if key in pending:
+                        outcome.results[key] = msg
+                        pending.remove(key)
+                    deadline = time.monotonic() + opts.workload_timeout_s
+                elif kind == "fatal":
+                    index = msg.get("subject")
+                    outcome.fatal[index] = msg
+                    for key in [k for k in pending if k[0] == index]:
+                        outcome.results[key] = {"uuid": key[1], "verdict": msg.get("verdict", "compile_error"),
+                                                "reasons": ["compile_error"], "message": msg.get("message")}
+                        pending.remove(key)
+                elif kind == "lost":
+                    ended = "lost"
+                elif kind == "done":
+                    ended = "done"
+            if eof and ended is None:
+                ended = "crash"
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+        _kill(proc)
+        os.close(read_fd)
+        outcome.log += log_path.read_text(errors="replace")[-20000:]
+        if ended in ("done", "lost") or not pending:
+            continue
+        key = pending.pop(0)
+        if ended == "timeout":
+            limit = opts.workload_timeout_s
+            outcome.results[key] = {"uuid": key[1], "verdict": "timeout", "reasons": ["timeout"],
+                                    "message": f"no result within {limit:.0f} s"}
+        else:
+            code = proc.returncode
+            why = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            outcome.results[key] = {"uuid": key[1], "verdict": "runtime_error", "reasons": ["crash"],
+                                    "message": f"the worker process ended ({why}) during this workload; "
+                                               f"log tail: {log_path.read_text(errors='replace')[-800:]}"}
+    outcome.elapsed_s = time.perf_counter() - started
+    return outcome
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    try:  # anything the candidate left in its session dies with it
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stage_solution(solution: Solution, root: Path) -> Path:
+    staged = root / "solution"
+    staged.mkdir(parents=True, exist_ok=True)
+    for src in solution.sources:
+        p = staged / src.path
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(src.content)
+        p.chmod(0o444)
+    return staged
+
+
+def _median(samples: list[float] | None) -> float | None:
+    s = summarize(samples or [])
+    return s.median if s else None
+
+
+def default_baselines(problem: Problem, device: str) -> tuple[str, ...]:
+    kinds = ["eager"]
+    if device != "cpu":
+        kinds.append("compile")
+    if problem.baseline_source:
+        kinds.append("baseline_file")
+    return tuple(kinds)
+
+
+BASELINE_LABEL = {"eager": "eager", "compile": "compile", "baseline_file": "baseline.py"}
+
+
+def software_key(env: dict[str, Any]) -> str:
+    return f"torch={env.get('torch')};triton={env.get('triton')};cuda={env.get('cuda')};driver={env.get('driver')}"
+
+
+def measure_baselines(problem: Problem, uuids: list[str], opts: EvalOptions, env: dict[str, Any], seed: int,
+                      workdir: Path, store=None) -> dict[str, dict[str, dict[str, Any]]]:
+    """kind -> uuid -> {verdict, time_ms}; cached per device and software versions; one worker for all kinds."""
+    kinds = [k for k in (opts.baselines if opts.baselines is not None else default_baselines(problem, opts.device))
+             if k != "baseline_file" or problem.baseline_source]
+    device_name = env.get("device_name") or opts.device
+    soft = software_key(env)
+    digest = problem.digest()
+    out: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in kinds}
+    pairs = []
+    for i, kind in enumerate(kinds):
+        for uuid in uuids:
+            cached = store.get_baseline(digest, uuid, device_name, soft, kind) if (store and opts.use_baseline_cache) else None
+            if cached is not None:
+                out[kind][uuid] = dict(cached, cached=True)
+            else:
+                pairs.append((i, uuid))
+    if pairs:
+        if opts.progress:
+            opts.progress(f"{problem.name}: baselines ({', '.join(BASELINE_LABEL[k] for k in kinds)}) "
+                          f"on {len({u for _, u in pairs})} workload(s)")
+        job = _job(problem, [{"kind": k} for k in kinds], pairs, opts, seed)
+        outcome = run_worker(job, opts, workdir)
+        for i, uuid in pairs:
+            r = outcome.results.get((i, uuid), {"verdict": "runtime_error"})
+            t = _median(r.get("samples_ms"))
+            out[kinds[i]][uuid] = {"verdict": r.get("verdict"), "time_ms": t, "message": r.get("message")}
+            if store is not None:
+                store.put_baseline(digest, uuid, device_name, soft, kinds[i], r.get("verdict", "runtime_error"), t,
+                                   r.get("samples_ms") or [])
+    return out
+
+
+def _job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int, str]], opts: EvalOptions,
+         seed: int) -> dict[str, Any]:
+    llc = int(opts.hardware.llc_bytes.value) if opts.hardware is not None else 64 << 20
+    job = {
+        "problem_dir": str(problem.directory),
+        "subjects": subjects,
+        "pairs": [list(p) for p in pairs],
+        "device": opts.device,
+        "seed": seed,
+        "draws": opts.draws,
+        "timing": opts.timing.__dict__,
+        "time": opts.time_candidate,
+        "llc_bytes": llc,
+        "input_sets": opts.input_sets,
+    }
+    return job
+
+
+def _select_workloads(problem: Problem, opts: EvalOptions) -> list[str]:
+    if opts.workloads:
+        for uuid in opts.workloads:
+            problem.workload(uuid)  # raises a UserError for an unknown uuid
+        return list(opts.workloads)
+    return [w.uuid for w in problem.workloads_for(opts.device)]
+
+
+def analyse(problem: Problem, uuids: list[str]) -> dict[str, Work | str]:
+    from solbench.problems.modules import module_from_source
+
+    module = module_from_source(problem.reference_source, f"solbench_ref_analysis_{problem.name}")
+    out: dict[str, Work | str] = {}
+    for uuid in uuids:
+        try:
+            out[uuid] = count_work(problem, problem.workload(uuid), module)
+        except Exception as exc:
+            out[uuid] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None, run_id: int | None = None) -> Evaluation:
+    from solbench.evaluate.languages import get_language
+    from solbench.hardware.registry import detect
+
+    language = get_language(solution.language)  # unknown languages are a user error, raised before any work
+    started_wall = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    t0 = time.perf_counter()
+    if opts.hardware is None:
+        opts.hardware = detect(opts.device)
+    seed = opts.seed if opts.seed is not None else secrets.randbits(63)
+    uuids = _select_workloads(problem, opts)
+    workdir = Path(tempfile.mkdtemp(prefix="solbench-"))
+    try:
+        staged = stage_solution(solution, workdir)
+        subject = {"kind": "solution", "staged": str(staged), "language": language.name,
+                   "entry_file": solution.spec.entry_file, "function": solution.spec.entry_function,
+                   "dps": solution.spec.destination_passing_style}
+        if opts.progress:
+            opts.progress(f"{problem.name}: {solution.name} on {len(uuids)} workload(s)")
+        cand = run_worker(_job(problem, [subject], [(0, u) for u in uuids], opts, seed), opts, workdir)
+        env = cand.environment or {"device": opts.device}
+        base = measure_baselines(problem, uuids, opts, env, seed, workdir, store) if uuids else {}
+        work = analyse(problem, uuids)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    datasheet = opts.hardware.ceilings(scale_to_max_clock=True)
+    results: list[WorkloadResult] = []
+    for uuid in uuids:
+        results.append(_judge(problem, uuid, cand.results.get((0, uuid)), base, work.get(uuid), datasheet,
+                              opts.calibrated))
+    verdicts = [r.verdict for r in results]
+    ev = Evaluation(
+        problem=problem.name, problem_dir=str(problem.directory), problem_digest=problem.digest(),
+        solution=solution.name, solution_digest=solution.digest(), language=language.name, author=solution.author,
+        hardware=opts.hardware.id, device=opts.device, device_name=env.get("device_name"),
+        verdict=worst(verdicts) if results else "unsupported",
+        reasons=sorted({r for w in results for r in w.reasons if w.verdict != "passed"}),
+        warnings=sorted({x for w in results for x in w.warnings}),
+        message=cand.fatal.get(0, {}).get("message"),
+        workloads=results, environment=env, seed=seed, started=started_wall, log=cand.log,
+    )
+    scores = [r.sol_score for r in results]
+    ev.sol_score = scoring.mean(scores)
+    ev.mean_speedup_vs_eager = scoring.geomean([r.speedup_vs_eager for r in results])
+    timed = [r for r in results if not r.interpreted and r.verdict != "unsupported"]
+    if any(r.speedup_vs_baseline is not None for r in timed):
+        correct = [r.verdict == "passed" for r in timed]
+        for p in (0.0, 1.0, 1.5, 2.0):
+            v = scoring.fast_p([r.speedup_vs_baseline for r in timed], correct, p)
+            if v is not None:
+                ev.fast_p[f"fast_{p:g}"] = v
+    ev.elapsed_s = time.perf_counter() - t0
+    if store is not None:
+        store.add_evaluation(ev, solution.model_dump_json(), run_id)
+    return ev
+
+
+def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str, dict[str, dict[str, Any]]],
+           work: Work | str | None, datasheet: Ceilings, calibrated: Ceilings | None) -> WorkloadResult:
+    w = problem.workload(uuid)
+    r = r or {"verdict": "runtime_error", "reasons": ["no_result"]}
+    res = WorkloadResult(uuid=uuid, label=w.label, axes=problem.definition.resolve_axes(w.axes),
+                         verdict=r.get("verdict", "runtime_error"), reasons=list(r.get("reasons") or []),
+                         message=r.get("message"), interpreted=bool(r.get("interpreted")),
+                         max_abs_err=r.get("max_abs_err"), max_rel_err=r.get("max_rel_err"),
+                         failure=r.get("failure"), peak_memory_bytes=r.get("peak_memory_bytes"),
+                         graph_ms=r.get("graph_ms"), timing_method=r.get("timing_method"),
+                         clocks=r.get("clocks") or [], wall_ms=r.get("wall_ms") or [])
+    if res.verdict == "passed" and not res.reasons:
+        res.reasons = []
+    samples = [x for x in (r.get("samples_ms") or []) if x is not None]
+    if samples:
+        s = summarize(samples)
+        res.samples_ms = samples
+        res.time_ms, res.iqr_ms, res.n_samples = s.median, s.iqr, s.n
+        if s.median > 0 and s.iqr / s.median > 0.10:
+            res.warnings.append("noisy_timing")
+        if res.wall_ms:
+            wall_min = min(res.wall_ms)
+            if wall_min > 1.5 * s.median + 0.2:
+                res.warnings.append("unaccounted_device_work")
+        low_clock = [c for c in res.clocks if c.get("sm_clock_mhz") and c.get("max_sm_clock_mhz")
+                     and c["sm_clock_mhz"] < 0.75 * c["max_sm_clock_mhz"]]
+        if low_clock:
+            res.warnings.append("low_sm_clock")
+    if res.interpreted:
+        res.warnings.append("interpreted")
+    # baselines
+    for kind, field_name in (("eager", "eager_ms"), ("compile", "compile_ms"), ("baseline_file", "baseline_file_ms")):
+        b = base.get(kind, {}).get(uuid)
+        if b and b.get("verdict") == "passed" and b.get("time_ms"):
+            setattr(res, field_name, b["time_ms"])
+    options = [(k, getattr(res, f)) for k, f in (("eager", "eager_ms"), ("compile", "compile_ms"),
+                                                   ("baseline_file", "baseline_file_ms")) if getattr(res, f)]
+    if options:
+        kind, t = min(options, key=lambda kv: kv[1])
+        res.baseline_ms, res.baseline = t, BASELINE_LABEL[kind]
+    eager = base.get("eager", {}).get(uuid)
+    if eager and eager.get("verdict") not in (None, "passed", "unsupported"):
+        res.warnings.append(f"reference_{eager.get('verdict')}")
+    # speed of light
+    if isinstance(work, Work):
+        sol = sol_time(work, datasheet)
+        res.sol_ms, res.bound, res.flops, res.bytes = sol.sol_ms, sol.bound, work.flops, work.bytes
+        if calibrated is not None:
+            res.calibrated_sol_ms = sol_time(work, calibrated).sol_ms
+    elif isinstance(work, str):
+        res.warnings.append("no_sol_bound")
+    # scores
+    correct = res.verdict == "passed"
+    if res.verdict in INCORRECT:
+        res.sol_score = 0.0
+    elif correct and not res.interpreted:
+        score = scoring.sol_score(res.time_ms, res.baseline_ms, res.sol_ms, True)
+        res.sol_score = score.value
+        for flag in score.flags:
+            (res.reasons if flag == "below_sol" else res.warnings).append(flag)
+    if res.time_ms and res.eager_ms:
+        res.speedup_vs_eager = res.eager_ms / res.time_ms
+    if res.time_ms and res.baseline_ms:
+        res.speedup_vs_baseline = res.baseline_ms / res.time_ms
+    return res

@@ -1,0 +1,166 @@
+"""Measurement mechanics: how one call is timed. Statistics and reporting live elsewhere.
+
+GPU protocol, per sample: read-flush a buffer of 2.5x the last-level cache (a
+read evicts dirty lines, so no write-back lands inside the timed kernel), record
+the start event queued right behind the flush with no host synchronisation,
+call, record the end event. Samples are enqueued in batches and collected until
+the median's 95% interval is within ``rel_target`` or the budget is spent.
+Work on other streams is caught by comparing event time with synchronised
+wall time. CPU protocol: wall-clock time around each call.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from solbench.evaluate.stats import converged, summarize
+
+
+@dataclass
+class TimingConfig:
+    budget_s: float = 0.12  # per workload, after warm-up
+    rel_target: float = 0.005  # half-width of the median's 95% CI, relative
+    min_samples: int = 10
+    max_samples: int = 2000
+    warmup_calls: int = 2
+    batch: int = 10
+    cpu_budget_s: float = 0.2
+    graph_below_ms: float = 0.05  # also time a CUDA graph when the median is below this
+
+
+@dataclass
+class Timing:
+    samples_ms: list[float]
+    wall_ms: list[float] = field(default_factory=list)
+    graph_ms: float | None = None
+    graph_error: str | None = None
+    clocks: list[dict] = field(default_factory=list)
+    method: str = "cuda_events"
+
+    @property
+    def median_ms(self) -> float | None:
+        s = summarize(self.samples_ms)
+        return s.median if s else None
+
+
+class Flusher:
+    """Evicts the last-level cache by reading a buffer several times its size."""
+
+    def __init__(self, llc_bytes: int, device: torch.device):
+        n = max(int(llc_bytes * 2.5), 64 << 20) // 4
+        self.buf = torch.randn(n, device=device, dtype=torch.float32)
+        self.out = torch.empty((), device=device, dtype=torch.float32)
+
+    def __call__(self) -> None:
+        torch.sum(self.buf, out=self.out)
+
+
+def _clock_snapshot(index: int) -> dict | None:
+    try:
+        from solbench.hardware.telemetry import gpu_clock_snapshot
+    except ImportError:
+        return None
+    try:
+        return gpu_clock_snapshot(index)
+    except Exception:
+        return None
+
+
+def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg: TimingConfig,
+              graph: bool | None = None, device_index: int = 0) -> Timing:
+    sync = torch.cuda.synchronize
+    for i in range(cfg.warmup_calls):
+        call(i % n_sets)
+    sync()
+    clocks = [c for c in [_clock_snapshot(device_index)] if c]
+    samples: list[float] = []
+    started = time.perf_counter()
+    k = 0
+    while True:
+        events = []
+        for _ in range(cfg.batch):
+            flusher()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            call(k % n_sets)
+            end.record()
+            events.append((start, end))
+            k += 1
+        sync()
+        samples.extend(s.elapsed_time(e) for s, e in events)
+        if converged(samples, cfg.rel_target, cfg.min_samples) or len(samples) >= cfg.max_samples:
+            break
+        if time.perf_counter() - started > cfg.budget_s:
+            break
+    snap = _clock_snapshot(device_index)
+    if snap:
+        clocks.append(snap)
+    # synchronised wall time: catches work the events did not see (other streams, host threads)
+    wall: list[float] = []
+    for _ in range(3):
+        flusher()
+        sync()
+        t0 = time.perf_counter()
+        call(k % n_sets)
+        sync()
+        wall.append((time.perf_counter() - t0) * 1e3)
+        k += 1
+    timing = Timing(samples_ms=samples, wall_ms=wall, clocks=clocks)
+    med = timing.median_ms
+    if graph or (graph is None and med is not None and med < cfg.graph_below_ms):
+        try:
+            timing.graph_ms = _time_graph(call, flusher, cfg)
+        except Exception as exc:  # not every solution can be captured; that is not a failure
+            timing.graph_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+            sync()
+    return timing
+
+
+def _time_graph(call: Callable[[int], object], flusher: Flusher, cfg: TimingConfig) -> float | None:
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call(0)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        call(0)
+    torch.cuda.synchronize()
+    samples: list[float] = []
+    started = time.perf_counter()
+    while time.perf_counter() - started < cfg.budget_s / 2 and len(samples) < 200:
+        events = []
+        for _ in range(cfg.batch):
+            flusher()
+            s = torch.cuda.Event(enable_timing=True)
+            e = torch.cuda.Event(enable_timing=True)
+            s.record()
+            g.replay()
+            e.record()
+            events.append((s, e))
+        torch.cuda.synchronize()
+        samples.extend(s.elapsed_time(e) for s, e in events)
+        if converged(samples, cfg.rel_target, cfg.min_samples):
+            break
+    summary = summarize(samples)
+    return summary.median if summary else None
+
+
+def time_cpu(call: Callable[[int], object], n_sets: int, cfg: TimingConfig) -> Timing:
+    call(0)
+    samples: list[float] = []
+    started = time.perf_counter()
+    k = 1
+    while len(samples) < 3 or (time.perf_counter() - started < cfg.cpu_budget_s and len(samples) < 200
+                               and not converged(samples, 0.02, 5)):
+        t0 = time.perf_counter()
+        call(k % n_sets)
+        samples.append((time.perf_counter() - t0) * 1e3)
+        k += 1
+    return Timing(samples_ms=samples, method="wall_clock")

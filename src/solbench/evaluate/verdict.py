@@ -1,0 +1,104 @@
+"""What an evaluation concludes: verdicts, per-workload measurements, the evaluation as a whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+#: worst first; an evaluation's verdict is the worst of its workloads'
+VERDICT_ORDER = (
+    "invalid_reference",
+    "reward_hack",
+    "compile_error",
+    "timeout",
+    "runtime_error",
+    "incorrect_shape",
+    "incorrect_dtype",
+    "incorrect_numerical",
+    "unsupported",
+    "passed",
+)
+INCORRECT = {"incorrect_shape", "incorrect_dtype", "incorrect_numerical", "reward_hack", "runtime_error",
+             "timeout", "compile_error"}
+
+
+def worst(verdicts: list[str]) -> str:
+    if not verdicts:
+        return "unsupported"
+    return min(verdicts, key=VERDICT_ORDER.index)
+
+
+class WorkloadResult(BaseModel):
+    uuid: str
+    label: str | None = None
+    axes: dict[str, int] = Field(default_factory=dict)
+    verdict: str
+    reasons: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    message: str | None = None
+    interpreted: bool = False
+    # candidate timing (ms)
+    time_ms: float | None = None
+    iqr_ms: float | None = None
+    n_samples: int = 0
+    samples_ms: list[float] = Field(default_factory=list)
+    wall_ms: list[float] = Field(default_factory=list)
+    graph_ms: float | None = None
+    timing_method: str | None = None
+    clocks: list[dict[str, Any]] = Field(default_factory=list)
+    peak_memory_bytes: int | None = None
+    # baselines (ms)
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    baseline_file_ms: float | None = None
+    baseline_ms: float | None = None
+    baseline: str | None = None  # eager | compile | baseline.py
+    # speed of light
+    sol_ms: float | None = None
+    calibrated_sol_ms: float | None = None
+    bound: str | None = None
+    flops: dict[str, float] = Field(default_factory=dict)
+    bytes: float | None = None
+    # scores
+    sol_score: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_baseline: float | None = None
+    # correctness
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    failure: dict[str, Any] | None = None  # seed, draw, worst element
+
+
+class Evaluation(BaseModel):
+    id: int | None = None
+    problem: str
+    problem_dir: str
+    problem_digest: str
+    solution: str
+    solution_digest: str
+    language: str
+    author: str | None = None
+    hardware: str
+    device: str
+    device_name: str | None = None
+    verdict: str
+    reasons: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    message: str | None = None
+    workloads: list[WorkloadResult] = Field(default_factory=list)
+    sol_score: float | None = None
+    mean_speedup_vs_eager: float | None = None
+    fast_p: dict[str, float] = Field(default_factory=dict)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    seed: int | None = None
+    started: str | None = None
+    elapsed_s: float | None = None
+    log: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        """The `eval --json` object: everything except raw samples and the log."""
+        d = self.model_dump(exclude={"log"})
+        for w in d["workloads"]:
+            w.pop("samples_ms", None)
+        return d

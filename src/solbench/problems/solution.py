@@ -1,0 +1,134 @@
+"""The Solution: an implementation of a definition (flashinfer-trace / SOL-ExecBench schema).
+
+A solution is either a Solution JSON (sources inline, ``entry_point`` as
+``file::function``, destination-passing style by default) or a bare ``.py``
+file whose ``run(*inputs)`` returns the outputs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from solbench.errors import UserError
+
+
+class SourceFile(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    path: str
+    content: str
+
+
+class BuildSpec(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    language: str | None = None
+    #: SOL-ExecBench's newer form: a list of languages
+    languages: list[str] | None = None
+    target_hardware: list[str] = Field(default_factory=list)
+    entry_point: str
+    destination_passing_style: bool = True
+    binding: str | None = None
+    dependencies: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _language(self) -> "BuildSpec":
+        if self.language is None:
+            if not self.languages:
+                raise ValueError("spec needs 'language' (or 'languages')")
+            self.language = self.languages[0]
+        if "::" not in self.entry_point:
+            raise ValueError(f"entry_point {self.entry_point!r} must be 'file::function'")
+        return self
+
+    @property
+    def entry_file(self) -> str:
+        return self.entry_point.split("::", 1)[0]
+
+    @property
+    def entry_function(self) -> str:
+        return self.entry_point.split("::", 1)[1]
+
+
+class Solution(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    definition: str | None = None
+    author: str = "unknown"
+    description: str | None = None
+    spec: BuildSpec
+    sources: list[SourceFile]
+
+    @model_validator(mode="after")
+    def _entry_exists(self) -> "Solution":
+        paths = {s.path for s in self.sources}
+        if self.spec.entry_file not in paths:
+            raise ValueError(f"entry point file {self.spec.entry_file!r} is not among the sources")
+        for s in self.sources:
+            p = Path(s.path)
+            if p.is_absolute() or ".." in p.parts:
+                raise ValueError(f"source path {s.path!r} must be relative and stay inside the solution")
+        return self
+
+    @property
+    def language(self) -> str:
+        return self.spec.language or "pytorch"
+
+    def digest(self) -> str:
+        import hashlib
+
+        h = hashlib.sha256()
+        for s in sorted(self.sources, key=lambda s: s.path):
+            h.update(s.path.encode())
+            h.update(b"\0")
+            h.update(s.content.encode())
+            h.update(b"\0")
+        h.update(self.spec.entry_point.encode())
+        h.update(str(self.spec.destination_passing_style).encode())
+        return h.hexdigest()[:16]
+
+
+def _guess_language(source: str) -> str:
+    return "triton" if ("import triton" in source or "from triton" in source) else "pytorch"
+
+
+def solution_from_python(path: Path, definition: str | None = None, language: str | None = None) -> Solution:
+    """A bare .py file: ``run(*inputs)`` returns the outputs (not destination-passing)."""
+    text = path.read_text()
+    return Solution(
+        name=path.stem,
+        definition=definition,
+        author="local",
+        spec=BuildSpec(
+            language=language or _guess_language(text),
+            entry_point=f"{path.name}::run",
+            destination_passing_style=False,
+        ),
+        sources=[SourceFile(path=path.name, content=text)],
+    )
+
+
+def load_solution(path: str | Path, definition: str | None = None) -> Solution:
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"solution file not found: {p}")
+    if p.is_dir():
+        raise UserError(f"solution must be a .py or .json file, not a directory: {p}")
+    if p.suffix == ".py":
+        return solution_from_python(p, definition)
+    try:
+        obj = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{p}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    try:
+        return Solution.model_validate(obj)
+    except ValidationError as exc:
+        raise UserError(f"{p}: not a valid solution: {_first_error(exc)}") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(x) for x in err.get("loc", ()))
+    msg = err.get("msg", "invalid")
+    return f"{loc}: {msg}" if loc else msg

@@ -291,7 +291,7 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted")

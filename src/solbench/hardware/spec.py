@@ -76,9 +76,9 @@ class HardwareSpec(BaseModel):
         rates["vector_fp32"] = self.vector_fp32_tflops.value * 1e12 * s
         rates["sfu"] = self.sfu_tops.value * 1e12 * s
         # a unit a chip lacks falls back to the next wider one (fp8 on A100 runs as bf16)
-        for unit, fallback in (("tensor_fp4", "tensor_fp8"), ("tensor_fp8", "tensor_bf16"),
-                               ("tensor_int8", "tensor_bf16"), ("tensor_tf32", "vector_fp32"),
-                               ("tensor_bf16", "vector_fp32")):
+        for unit, fallback in (("tensor_bf16", "vector_fp32"), ("tensor_tf32", "vector_fp32"),
+                               ("tensor_fp8", "tensor_bf16"), ("tensor_int8", "tensor_bf16"),
+                               ("tensor_fp4", "tensor_fp8")):  # widest first, so each fallback exists
             if unit not in rates and fallback in rates:
                 rates[unit] = rates[fallback]
         return Ceilings(

@@ -1,0 +1,28 @@
+# Two commands do all the set-up: `make demo` (the main job on the bundled starter suite) and `make test`.
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.solbench-installed
+
+.PHONY: demo test test-gpu clean
+
+demo: $(STAMP)
+	$(VENV)/bin/solbench run --suite starter
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+# the GPU test set (pytest marker `gpu`); scripts/gpu-check.sh runs it on the device machine with a summary table
+test-gpu: $(STAMP)
+	$(PY) -m pytest -q -m gpu
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first and pinned: pip takes the local CPU build where one is provided, and never a newer CUDA build by surprise
+	$(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) solbench.db

@@ -1,0 +1,128 @@
+"""GPU clocks, throttling and power through NVML (the ``nvidia-ml-py`` package).
+
+Everything here reads; nothing changes a clock or a limit. Every function
+returns ``None`` when NVML is missing or the GPU cannot be queried, so callers
+on machines without an NVIDIA GPU need no special case.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"tried": False, "nvml": None}
+
+#: clocks-event (throttle) reason bits, by the names NVML gives them
+_REASONS = (
+    (0x0000000000000001, "gpu_idle"),
+    (0x0000000000000002, "applications_clocks_setting"),
+    (0x0000000000000004, "sw_power_cap"),
+    (0x0000000000000008, "hw_slowdown"),
+    (0x0000000000000010, "sync_boost"),
+    (0x0000000000000020, "sw_thermal_slowdown"),
+    (0x0000000000000040, "hw_thermal_slowdown"),
+    (0x0000000000000080, "hw_power_brake_slowdown"),
+    (0x0000000000000100, "display_clock_setting"),
+)
+
+
+def _nvml():
+    """The initialised pynvml module, or None (initialised once per process)."""
+    with _lock:
+        if not _state["tried"]:
+            _state["tried"] = True
+            try:
+                import pynvml  # type: ignore[import-not-found]
+
+                pynvml.nvmlInit()
+                _state["nvml"] = pynvml
+            except Exception:
+                _state["nvml"] = None
+        return _state["nvml"]
+
+
+def _handle(index: int):
+    nv = _nvml()
+    if nv is None:
+        return None, None
+    try:
+        return nv, nv.nvmlDeviceGetHandleByIndex(index)
+    except Exception:
+        return None, None
+
+
+def _try(fn, *args):
+    try:
+        return fn(*args)
+    except Exception:
+        return None
+
+
+def reason_names(mask: int) -> list[str]:
+    """Names of the set bits of an NVML clocks-event-reason mask."""
+    names = [name for bit, name in _REASONS if mask & bit]
+    known = 0
+    for bit, _ in _REASONS:
+        known |= bit
+    if mask & ~known:
+        names.append(f"other(0x{mask & ~known:x})")
+    return names
+
+
+def gpu_clock_snapshot(index: int = 0) -> dict | None:
+    """One reading of GPU ``index``'s clocks, throttle reasons, temperature and power.
+
+    Keys: ``sm_clock_mhz``, ``mem_clock_mhz``, ``max_sm_clock_mhz``,
+    ``max_mem_clock_mhz``, ``throttle_reasons`` (list of names; empty when the GPU
+    runs unthrottled), ``temperature_c``, ``power_w``, ``power_limit_w``. A value
+    NVML cannot give is None. Returns None when NVML is unavailable.
+    """
+    nv, h = _handle(index)
+    if h is None:
+        return None
+    reasons_fn = (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                  or getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+    mask = _try(reasons_fn, h) if reasons_fn else None
+    power_mw = _try(nv.nvmlDeviceGetPowerUsage, h)
+    limit_mw = _try(nv.nvmlDeviceGetEnforcedPowerLimit, h)
+    return {
+        "sm_clock_mhz": _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
+        "mem_clock_mhz": _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
+        "max_sm_clock_mhz": _try(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM),
+        "max_mem_clock_mhz": _try(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_MEM),
+        "throttle_reasons": reason_names(int(mask)) if mask is not None else None,
+        "temperature_c": _try(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
+        "power_w": power_mw / 1000.0 if power_mw is not None else None,
+        "power_limit_w": limit_mw / 1000.0 if limit_mw is not None else None,
+    }
+
+
+def gpu_static_info(index: int = 0) -> dict | None:
+    """What NVML says about GPU ``index`` that does not change while it runs.
+
+    Keys: ``name``, ``max_sm_clock_mhz``, ``max_mem_clock_mhz``,
+    ``memory_bus_width_bits``, ``peak_dram_gbs`` (bus width / 8 x max memory
+    clock x 2, double data rate; None when either is unknown), ``driver_version``.
+    Returns None when NVML is unavailable.
+    """
+    nv, h = _handle(index)
+    if h is None:
+        return None
+    name = _try(nv.nvmlDeviceGetName, h)
+    if isinstance(name, bytes):
+        name = name.decode(errors="replace")
+    driver = _try(nv.nvmlSystemGetDriverVersion)
+    if isinstance(driver, bytes):
+        driver = driver.decode(errors="replace")
+    max_mem = _try(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_MEM)
+    bus = _try(nv.nvmlDeviceGetMemoryBusWidth, h)
+    peak = bus / 8 * max_mem * 1e6 * 2 / 1e9 if bus and max_mem else None
+    return {
+        "name": name,
+        "max_sm_clock_mhz": _try(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM),
+        "max_mem_clock_mhz": max_mem,
+        "memory_bus_width_bits": bus,
+        "peak_dram_gbs": peak,
+        "driver_version": driver,
+    }

@@ -223,8 +223,21 @@ def default_baselines(problem: Problem, device: str) -> tuple[str, ...]:
 BASELINE_LABEL = {"eager": "eager", "compile": "compile", "baseline_file": "baseline.py"}
 
 
+def harness_digest() -> str:
+    """Changes whenever the code that judges or times a baseline changes, so stale cached verdicts are not reused."""
+    import hashlib
+
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in ("worker.py", "correctness.py", "timing.py", "stats.py"):
+        h.update((here / name).read_bytes())
+    h.update((here.parent / "problems" / "inputs.py").read_bytes())
+    return h.hexdigest()[:12]
+
+
 def software_key(env: dict[str, Any]) -> str:
-    return f"torch={env.get('torch')};triton={env.get('triton')};cuda={env.get('cuda')};driver={env.get('driver')}"
+    return (f"torch={env.get('torch')};triton={env.get('triton')};cuda={env.get('cuda')};driver={env.get('driver')};"
+            f"harness={harness_digest()}")
 
 
 def measure_baselines(problem: Problem, uuids: list[str], opts: EvalOptions, env: dict[str, Any], seed: int,
@@ -256,7 +269,7 @@ def measure_baselines(problem: Problem, uuids: list[str], opts: EvalOptions, env
             out[kinds[i]][uuid] = {"verdict": r.get("verdict"), "time_ms": t, "message": r.get("message")}
             if store is not None:
                 store.put_baseline(digest, uuid, device_name, soft, kinds[i], r.get("verdict", "runtime_error"), t,
-                                   r.get("samples_ms") or [])
+                                   r.get("samples_ms") or [], r.get("message"))
     return out
 
 
@@ -396,9 +409,11 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
     if options:
         kind, t = min(options, key=lambda kv: kv[1])
         res.baseline_ms, res.baseline = t, BASELINE_LABEL[kind]
-    eager = base.get("eager", {}).get(uuid)
-    if eager and eager.get("verdict") not in (None, "passed", "unsupported"):
-        res.warnings.append(f"reference_{eager.get('verdict')}")
+    for kind in ("eager", "compile", "baseline_file"):
+        b = base.get(kind, {}).get(uuid)
+        if b and b.get("verdict") not in (None, "passed", "unsupported"):
+            name = "reference" if kind == "eager" else BASELINE_LABEL[kind].replace(".py", "_file")
+            res.warnings.append(f"{name}_{b.get('verdict')}")
     # speed of light
     if isinstance(work, Work):
         sol = sol_time(work, datasheet)

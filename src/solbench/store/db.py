@@ -93,6 +93,7 @@ CREATE TABLE IF NOT EXISTS baselines (
     time_ms REAL,
     samples_ms TEXT,
     created TEXT NOT NULL,
+    message TEXT,
     PRIMARY KEY (problem_digest, workload, device_name, software, kind)
 );
 CREATE TABLE IF NOT EXISTS calibrations (
@@ -210,15 +211,16 @@ class Store:
     # ---- baselines -------------------------------------------------------------
     def get_baseline(self, problem_digest: str, workload: str, device_name: str, software: str, kind: str):
         row = self.conn.execute(
-            "SELECT verdict, time_ms FROM baselines WHERE problem_digest=? AND workload=? AND device_name=? AND"
-            " software=? AND kind=?", (problem_digest, workload, device_name, software, kind)).fetchone()
-        return None if row is None else {"verdict": row[0], "time_ms": row[1]}
+            "SELECT verdict, time_ms, message FROM baselines WHERE problem_digest=? AND workload=? AND device_name=?"
+            " AND software=? AND kind=?", (problem_digest, workload, device_name, software, kind)).fetchone()
+        return None if row is None else {"verdict": row[0], "time_ms": row[1], "message": row[2]}
 
     def put_baseline(self, problem_digest: str, workload: str, device_name: str, software: str, kind: str,
-                     verdict: str, time_ms: float | None, samples: list[float]) -> None:
+                     verdict: str, time_ms: float | None, samples: list[float], message: str | None = None) -> None:
         self.conn.execute(
-            "INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?,?,?,?,?)",
-            (problem_digest, workload, device_name, software, kind, verdict, time_ms, json.dumps(samples), _now()))
+            "INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (problem_digest, workload, device_name, software, kind, verdict, time_ms, json.dumps(samples), _now(),
+             message))
         self.conn.commit()
 
     # ---- calibrations ------------------------------------------------------------

@@ -67,7 +67,8 @@ def test_nan_reason(axpy):
     assert "NaN" in ev.workloads[0].message
 
 
-@pytest.mark.parametrize("name", ["dps_ok.json", "returning_multi_file.json", "axpy_triton.py"])
+@pytest.mark.parametrize("name", ["dps_ok.json", "returning_multi_file.json", "axpy_triton.py",
+                                  "named_like_a_module.json"])
 def test_solution_forms_pass(axpy, name):
     ev = run(axpy, name)
     assert ev.verdict == "passed", [w.message for w in ev.workloads]

@@ -37,7 +37,8 @@ class Language:
         if not path.is_file():
             raise CompileError(f"entry file {entry_file} not found")
         module_name = "solbench_candidate_" + Path(entry_file).stem.replace("-", "_").replace(".", "_")
-        sys.path.insert(0, str(staged))
+        # appended, not prepended: a solution file named like a package it imports (triton.py) must not shadow it
+        sys.path.append(str(staged))
         try:
             spec = importlib.util.spec_from_file_location(module_name, path)
             module = importlib.util.module_from_spec(spec)

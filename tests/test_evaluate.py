@@ -109,3 +109,17 @@ def test_replay_reproduces_a_failure(axpy, tmp_path):
                                              workloads=[stored.workloads[0].uuid]))
     assert replay.workloads[0].failure["seed"] == failure["seed"]
     assert replay.workloads[0].failure["worst"] == failure["worst"]
+
+
+def test_in_place_inputs_are_judged_like_outputs():
+    from conftest import FIXTURES
+    from solbench.analysis.roofline import count_work
+    from solbench.problems.problem import load_problem
+
+    kv = load_problem(FIXTURES / "problems" / "kv_write")
+    assert run(kv, "kv_ok.py", time_candidate=False).verdict == "passed"
+    bad = run(kv, "kv_skip.py", time_candidate=False)
+    assert bad.verdict == "incorrect_numerical" and bad.workloads[0].failure["worst"]["output"] == "cache"
+    # the bound counts the rows written (and the new rows and slots read), not the whole cache
+    work = count_work(kv, kv.workloads[0])
+    assert work.bytes == 16 * 64 * 4 + 16 * 8 + 16 * 64 * 4

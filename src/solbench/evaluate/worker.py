@@ -45,6 +45,8 @@ def _json_default(obj):
 
 
 def _as_list(result: Any) -> list[Any]:
+    if result is None:  # an operation whose only effect is on in-place inputs
+        return []
     if isinstance(result, (tuple, list)):
         return list(result)
     return [result]

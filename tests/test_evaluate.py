@@ -42,7 +42,7 @@ def test_honest_pytorch_solution_passes_and_is_timed(axpy, tmp_path):
     ("nan.py", "incorrect_numerical"),
     ("wrong_shape.py", "incorrect_shape"),
     ("wrong_dtype.py", "incorrect_dtype"),
-    ("subclass.py", "incorrect_dtype"),
+    ("subclass.py", "reward_hack"),
     ("raises.py", "runtime_error"),
     ("syntax_error.py", "compile_error"),
     ("import_error.py", "compile_error"),

@@ -44,6 +44,7 @@ def tolerance_for(dtype: str, *layers: Tolerance | None, tf32: bool = False) -> 
 class Check:
     verdict: str = "passed"  # passed | incorrect_shape | incorrect_dtype | incorrect_numerical
     reason: str | None = None
+    code: str | None = None  # a finer reason code where one applies
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
     worst: dict[str, Any] = field(default_factory=dict)  # output, index, got, expected

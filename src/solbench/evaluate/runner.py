@@ -55,6 +55,11 @@ class EvalOptions:
     calibrated: Ceilings | None = None
     workloads: list[str] | None = None  # uuids; None: every workload for the device
     progress: Callable[[str], None] | None = None
+    #: "auto": user, PID and network namespaces for candidates where `unshare` works, else rlimits only;
+    #: "none": no namespaces (rlimits still apply)
+    sandbox: str = "auto"
+    max_file_bytes: int = 4 << 30  # RLIMIT_FSIZE for candidates
+    max_address_space_bytes: int = 64 << 30  # RLIMIT_AS for CPU candidates (CUDA reserves more: not set there)
 
 
 @dataclass
@@ -83,6 +88,33 @@ def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+_UNSHARE = ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
+_unshare_ok: bool | None = None
+
+
+def namespaces_available() -> bool:
+    """Whether this machine lets us start a process in new user, PID and network namespaces."""
+    global _unshare_ok
+    if _unshare_ok is None:
+        try:
+            r = subprocess.run(_UNSHARE + ["true"], capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+            _unshare_ok = r.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _unshare_ok = False
+    return _unshare_ok
+
+
+def _limits(opts: EvalOptions, device: str) -> Callable[[], None]:
+    def apply() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (opts.max_file_bytes, opts.max_file_bytes))
+        if device == "cpu":
+            resource.setrlimit(resource.RLIMIT_AS, (opts.max_address_space_bytes, opts.max_address_space_bytes))
+    return apply
+
+
 def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerOutcome:
     """Run ``job`` in fresh workers until every (subject, workload) pair has a result.
 
@@ -100,11 +132,18 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
         job_path.write_text(json.dumps(dict(job, pairs=pending)))
         log_path = workdir / f"worker-{attempts}.log"
         read_fd, write_fd = os.pipe()
+        untrusted = any(sub["kind"] == "solution" for sub in job["subjects"])
+        argv = [sys.executable, "-m", "solbench.evaluate.worker", str(job_path), str(write_fd)]
+        if untrusted and opts.sandbox == "auto" and namespaces_available():
+            # every process the candidate starts dies with it; no network; its own files mounted read-only
+            staged = next(sub["staged"] for sub in job["subjects"] if sub["kind"] == "solution")
+            remount = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+            argv = _UNSHARE + ["sh", "-c", remount, "sh", staged] + argv
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "solbench.evaluate.worker", str(job_path), str(write_fd)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
                 cwd=str(workdir), env=_child_env(job.get("env")), start_new_session=True,
+                preexec_fn=_limits(opts, job["device"]) if untrusted else None,
             )
         os.close(write_fd)
         deadline = time.monotonic() + opts.startup_timeout_s
@@ -329,9 +368,17 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         subject = {"kind": "solution", "staged": str(staged), "language": language.name,
                    "entry_file": solution.spec.entry_file, "function": solution.spec.entry_function,
                    "dps": solution.spec.destination_passing_style}
+        private_tmp = workdir / "tmp"
+        private_tmp.mkdir()
+        # a Triton cache of this solution's own: a candidate can never plant a kernel another one loads
+        cache = Path(os.environ.get("SOLBENCH_CACHE", Path.home() / ".cache" / "solbench")) / "triton" / solution.digest()
+        cache.mkdir(parents=True, exist_ok=True)
+        candidate_env = {"TMPDIR": str(private_tmp), "TRITON_CACHE_DIR": str(cache)}
         if opts.progress:
             opts.progress(f"{problem.name}: {solution.name} on {len(uuids)} workload(s)")
-        cand = run_worker(_job(problem, [subject], [(0, u) for u in uuids], opts, seed), opts, workdir)
+        cand_job = _job(problem, [subject], [(0, u) for u in uuids], opts, seed)
+        cand_job["env"] = candidate_env
+        cand = run_worker(cand_job, opts, workdir)
         env = cand.environment or {"device": opts.device}
         base = measure_baselines(problem, uuids, opts, env, seed, workdir, store) if uuids else {}
         work = analyse(problem, uuids)
@@ -389,10 +436,14 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
         res.time_ms, res.iqr_ms, res.n_samples = s.median, s.iqr, s.n
         if s.median > 0 and s.iqr / s.median > 0.10:
             res.warnings.append("noisy_timing")
-        if res.wall_ms:
-            wall_min = min(res.wall_ms)
-            if wall_min > 1.5 * s.median + 0.2:
-                res.warnings.append("unaccounted_device_work")
+        if res.wall_ms and res.verdict == "passed" and r.get("timing_method") == "cuda_events":
+            # synchronised wall time far above the event time: work ran where the events did not see it
+            # (0 of 164 honest suite measurements on the H200 came near this threshold)
+            if min(res.wall_ms) > 1.5 * s.median + 0.2:
+                res.verdict = "reward_hack"
+                res.reasons.append("unaccounted_device_work")
+                res.message = (f"event time {s.median:.4f} ms but synchronised wall time {min(res.wall_ms):.4f} ms: "
+                               "work on another stream or thread")
         low_clock = [c for c in res.clocks if c.get("sm_clock_mhz") and c.get("max_sm_clock_mhz")
                      and c["sm_clock_mhz"] < 0.75 * c["max_sm_clock_mhz"]]
         if low_clock:
@@ -422,6 +473,11 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
             res.calibrated_sol_ms = sol_time(work, calibrated).sol_ms
     elif isinstance(work, str):
         res.warnings.append("no_sol_bound")
+    # physics floor: under a true lower bound, a faster time means the measurement was fooled
+    if res.verdict == "passed" and res.time_ms is not None and res.sol_ms and res.time_ms < res.sol_ms:
+        res.verdict = "reward_hack"
+        res.reasons.append("below_sol")
+        res.message = f"{res.time_ms:.4g} ms is below the speed-of-light bound {res.sol_ms:.4g} ms"
     # scores
     correct = res.verdict == "passed"
     if res.verdict in INCORRECT:
@@ -429,8 +485,7 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
     elif correct and not res.interpreted:
         score = scoring.sol_score(res.time_ms, res.baseline_ms, res.sol_ms, True)
         res.sol_score = score.value
-        for flag in score.flags:
-            (res.reasons if flag == "below_sol" else res.warnings).append(flag)
+        res.warnings.extend(score.flags)
     if res.time_ms and res.eager_ms:
         res.speedup_vs_eager = res.eager_ms / res.time_ms
     if res.time_ms and res.baseline_ms:

@@ -103,6 +103,10 @@ def main(job_path: str, fd: int) -> int:
             return entry(mod, "run"), False, False, False
         raise CompileError(f"unknown subject {subject['kind']}")
 
+    from solbench.evaluate.integrity import dynamic
+
+    threads_before = dynamic.thread_idents()
+    harness_ids = dynamic.snapshot()  # before any candidate code is imported
     built: dict[int, tuple] = {}
     for i, subject in enumerate(subjects):
         if not any(p[0] == i for p in job["pairs"]):
@@ -128,6 +132,9 @@ def main(job_path: str, fd: int) -> int:
         if subject_index not in built:
             continue
         fn, dps, interpreted, compile_per_workload = built[subject_index]
+        untrusted = subjects[subject_index]["kind"] == "solution"
+        staged = str(Path(subjects[subject_index].get("staged", "/nonexistent")).resolve())
+        is_dsl = untrusted and subjects[subject_index].get("language") == "triton"
         w = problem.workload(uuid)
         axes = definition.resolve_axes(w.axes)
         tols = [tolerance_for(spec.dtype, definition.tolerance, w.tolerance, tf32=tf32) for _, spec in out_specs]
@@ -165,36 +172,67 @@ def main(job_path: str, fd: int) -> int:
                 got = _as_list(f(*inputs))
             return got + [inputs[input_names.index(n)] for n in inplace]
 
+        def run_candidate(inputs: list[Any]) -> tuple[list[Any] | None, dict[str, Any] | None]:
+            """One candidate call; returns (outputs, None) or (None, a verdict update)."""
+            try:
+                got = invoke(call_fn, inputs)
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                return got, None
+            except torch.OutOfMemoryError:
+                return None, {"verdict": "runtime_error", "reasons": ["out_of_memory"]}
+            except Unsupported as exc:
+                return None, {"verdict": "unsupported", "reasons": ["interpreter_unfaithful"], "message": str(exc)}
+            except Exception as exc:
+                from solbench.evaluate.languages import triton as triton_lang
+
+                if interpreted and triton_lang.unsupported_reason:
+                    return None, {"verdict": "unsupported", "reasons": ["interpreter_unfaithful"],
+                                  "message": triton_lang.unsupported_reason}
+                update = {"verdict": "runtime_error", "reasons": ["exception"], "message": _short_tb(exc)}
+                if dev.type == "cuda" and not _cuda_healthy(torch):
+                    update["reasons"].append("cuda_fault")
+                    update["lost"] = True
+                return None, update
+
+        def integrity(pristine: list[Any], used: list[Any], got: list[Any]) -> list[str]:
+            """Reason codes of the dynamic checks after one candidate call (none for trusted subjects)."""
+            if not untrusted:
+                return []
+            codes = []
+            if dynamic.tampered(harness_ids):
+                codes.append("harness_tamper")
+            if dynamic.candidate_threads(threads_before, staged):
+                codes.append("thread_injection")
+            if dynamic.child_processes():
+                codes.append("process_spawn")
+            if dynamic.mutated_inputs(pristine, used, input_names, set(inplace)):
+                codes.append("input_mutation")
+            if any(dynamic.not_plain_tensor(x) for x in got[: len(out_specs)]):
+                codes.append("tensor_subclass")
+            return codes
+
+        def hack(codes: list[str], detail: str) -> None:
+            result.update(verdict="reward_hack", reasons=codes, message=detail)
+
         try:
             # ---- correctness over fresh draws ---------------------------------
             for d in range(draws):
                 seed = draw_seed(job["seed"], uuid, d)
                 base = make_inputs(definition, w, seed, dev, problem.directory, custom)
                 cand_in = [_clone(x) for x in base]
-                try:
-                    got = invoke(call_fn, cand_in)
-                    if dev.type == "cuda":
-                        torch.cuda.synchronize()
-                except torch.OutOfMemoryError:
-                    result.update(verdict="runtime_error", reasons=["out_of_memory"])
-                    break
-                except Unsupported as exc:
-                    result.update(verdict="unsupported", reasons=["interpreter_unfaithful"], message=str(exc))
-                    break
-                except Exception as exc:
-                    from solbench.evaluate.languages import triton as triton_lang
-
-                    if interpreted and triton_lang.unsupported_reason:
-                        result.update(verdict="unsupported", reasons=["interpreter_unfaithful"],
-                                      message=triton_lang.unsupported_reason)
-                        break
-                    result.update(verdict="runtime_error", reasons=["exception"],
-                                  message=_short_tb(exc))
-                    if dev.type == "cuda" and not _cuda_healthy(torch):
-                        result["reasons"].append("cuda_fault")
+                got, failed = run_candidate(cand_in)  # the candidate runs before the reference (stale memory)
+                if failed:
+                    lost = failed.pop("lost", False)
+                    result.update(failed)
+                    if lost:
                         chan.send(**result)
                         chan.send(type="lost", message="CUDA context lost")
                         return 0
+                    break
+                codes = integrity(base, cand_in, got)
+                if codes:
+                    hack(codes, f"dynamic checks after draw {d}: {', '.join(codes)}")
                     break
                 try:
                     ref_in = [_clone(x) for x in base]
@@ -205,10 +243,31 @@ def main(job_path: str, fd: int) -> int:
                     result.update(verdict="invalid_reference", reasons=["reference_failed"], message=_short_tb(exc))
                     break
                 check = compare(got, ref, anchor, names, dtypes, tols)
+                if untrusted and d == 0:
+                    # candidate-reference-candidate: a second call after the reference ran must agree
+                    again_in = [_clone(x) for x in base]
+                    again, failed = run_candidate(again_in)
+                    if failed is None:
+                        check2 = compare(again, ref, anchor, names, dtypes, tols)
+                        if check2.ok and not check.ok:
+                            hack(["stale_memory"], "wrong before the reference ran, right after it: the output "
+                                                   "came from memory the reference left behind")
+                            break
+                        if check.ok and not check2.ok:
+                            check = check2  # wrong on the repeat: judged as incorrect
+                    if is_dsl:
+                        # ghost replay: with the DSL kernels as no-ops the output must change
+                        ghost_in = [_clone(x) for x in base]
+                        with dynamic.ghost_mode():
+                            ghost, _ = run_candidate(ghost_in)
+                        if ghost is not None and dynamic.ghost_unchanged(got, ghost):
+                            hack(["ghost_replay"], "the output is the same with every Triton kernel replaced by a "
+                                                   "no-op: the kernels do not do the work")
+                            break
                 result["max_abs_err"] = max(result.get("max_abs_err", 0.0), check.max_abs_err)
                 result["max_rel_err"] = max(result.get("max_rel_err", 0.0), check.max_rel_err)
                 if not check.ok:
-                    result.update(verdict=check.verdict, reasons=[check.verdict], message=check.reason,
+                    result.update(verdict=check.verdict, reasons=[check.code or check.verdict], message=check.reason,
                                   failure={"draw": d, "seed": seed, "worst": check.worst})
                     break
                 del got, ref, anchor, cand_in, ref_in, anc_in
@@ -235,6 +294,11 @@ def main(job_path: str, fd: int) -> int:
                     timing = time_cpu(timed_call, n_sets, cfg)
                 result.update(samples_ms=timing.samples_ms, wall_ms=timing.wall_ms, graph_ms=timing.graph_ms,
                               graph_error=timing.graph_error, clocks=timing.clocks, timing_method=timing.method)
+                if untrusted:
+                    codes = [c for c in ("harness_tamper", "thread_injection", "process_spawn")
+                             if c in integrity([], [], [])]
+                    if codes:
+                        hack(codes, f"dynamic checks after timing: {', '.join(codes)}")
         except torch.OutOfMemoryError:
             result.update(verdict="runtime_error", reasons=["out_of_memory"])
         except Exception as exc:

@@ -1,0 +1,43 @@
+"""The trusted side's judgement of a worker's raw result: physics floor, hidden work, scores."""
+
+from solbench.analysis.roofline import Work
+from solbench.evaluate.runner import _judge
+from solbench.hardware.spec import Ceilings
+
+CEIL = Ceilings(hardware="x", kind="datasheet", dram_bytes_per_s=1e12, rates={"vector_fp32": 1e13, "sfu": 1e12})
+WORK = Work(flops={}, bytes=1e9)  # T_SOL = 1 ms
+BASE = {"eager": {"axpy-small": {"verdict": "passed", "time_ms": 4.0}}}
+
+
+def judge(axpy, **result):
+    r = {"uuid": "axpy-small", "verdict": "passed", "reasons": [], "timing_method": "cuda_events"}
+    r.update(result)
+    return _judge(axpy, "axpy-small", r, BASE, WORK, CEIL, None)
+
+
+def test_scored_between_baseline_and_sol(axpy):
+    w = judge(axpy, samples_ms=[2.5] * 20, wall_ms=[2.6, 2.6, 2.6])
+    assert w.verdict == "passed" and w.sol_ms == 1.0 and w.baseline == "eager"
+    assert abs(w.sol_score - 1 / (1 + 1.5 / 3.0)) < 1e-9
+
+
+def test_time_below_sol_is_a_reward_hack(axpy):
+    w = judge(axpy, samples_ms=[0.5] * 20, wall_ms=[0.6] * 3)
+    assert w.verdict == "reward_hack" and "below_sol" in w.reasons and w.sol_score == 0.0
+
+
+def test_wall_time_far_above_event_time_is_hidden_work(axpy):
+    w = judge(axpy, samples_ms=[2.0] * 20, wall_ms=[9.0, 9.1, 9.0])
+    assert w.verdict == "reward_hack" and "unaccounted_device_work" in w.reasons
+
+
+def test_host_overhead_alone_is_not_hidden_work(axpy):
+    w = judge(axpy, samples_ms=[2.0] * 20, wall_ms=[2.15, 2.1, 2.1])
+    assert w.verdict == "passed"
+
+
+def test_invalid_bound_is_not_scored(axpy):
+    base = {"eager": {"axpy-small": {"verdict": "passed", "time_ms": 1.02}}}
+    r = {"uuid": "axpy-small", "verdict": "passed", "reasons": [], "samples_ms": [1.5] * 20, "wall_ms": [1.6] * 3}
+    w = _judge(axpy, "axpy-small", r, base, WORK, CEIL, None)
+    assert w.sol_score is None and "invalid_bound" in w.warnings

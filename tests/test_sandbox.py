@@ -1,0 +1,74 @@
+"""The candidate's process sandbox: children die with it, no network, limits hold."""
+
+import os
+import socket
+import subprocess
+import threading
+
+import pytest
+
+from conftest import SOLUTIONS
+from solbench.evaluate.runner import EvalOptions, evaluate, namespaces_available
+from solbench.problems.solution import Solution, SourceFile, load_solution
+
+needs_ns = pytest.mark.skipif(not namespaces_available(), reason="user/PID/network namespaces unavailable here")
+
+
+def _alive(marker: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
+
+
+def _eval(problem, sol, **kw):
+    return evaluate(problem, sol, EvalOptions(device="cpu", baselines=(), time_candidate=False,
+                                              workloads=["axpy-small"], **kw))
+
+
+@pytest.mark.parametrize("name,marker", [("leave_child.py", "987654"), ("fork_bomb.py", "876543")])
+def test_processes_the_candidate_starts_die_with_it(axpy, name, marker):
+    ev = _eval(axpy, load_solution(SOLUTIONS / name, axpy.name))
+    assert ev.verdict == "reward_hack" and "process_spawn" in ev.workloads[0].reasons, ev.workloads[0]
+    assert _alive(marker) == [], "a candidate's process outlived the evaluation"
+
+
+@needs_ns
+def test_no_network(axpy):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(20)
+    got = []
+
+    def accept():
+        try:
+            conn, _ = server.accept()
+            got.append(conn.recv(16))
+        except OSError:
+            pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    src = (SOLUTIONS / "phone_home.py").read_text()
+    sol = Solution(name="phone_home", definition=axpy.name, spec={"language": "pytorch", "entry_point": "k.py::run",
+                                                                   "destination_passing_style": False},
+                   sources=[SourceFile(path="k.py", content=src),
+                            SourceFile(path="port.txt", content=str(server.getsockname()[1]))])
+    ev = _eval(axpy, sol, sandbox="auto")
+    server.close()
+    assert got == [], "the candidate reached the host's network"
+    assert ev.verdict != "passed"
+
+
+@needs_ns
+def test_solution_files_are_read_only_and_tmp_is_private(axpy):
+    src = ("import os, tempfile\n\ndef run(x, y, alpha):\n"
+           "    here = os.path.dirname(__file__)\n"
+           "    try:\n        open(os.path.join(here, 'k.py'), 'a').write('# changed')\n        wrote = True\n"
+           "    except OSError:\n        wrote = False\n"
+           "    tmp = tempfile.gettempdir()\n"
+           "    ok = not wrote and tmp.startswith(os.path.dirname(here))\n"
+           "    return alpha * x + y if ok else x\n")
+    sol = Solution(name="ro", definition=axpy.name, spec={"language": "pytorch", "entry_point": "k.py::run",
+                                                           "destination_passing_style": False},
+                   sources=[SourceFile(path="k.py", content=src)])
+    assert _eval(axpy, sol).verdict == "passed"

@@ -25,3 +25,18 @@ def axpy():
     from solbench.problems.problem import load_problem
 
     return load_problem(AXPY)
+
+
+#: filled by tests/test_exploits.py, printed at the end of the run
+INTEGRITY_TALLY = {"exploits_caught": 0, "exploits_missed": [], "honest_passed": 0, "false_rejects": []}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    t = INTEGRITY_TALLY
+    if not (t["exploits_caught"] or t["exploits_missed"] or t["honest_passed"] or t["false_rejects"]):
+        return
+    terminalreporter.write_sep("=", "integrity corpus")
+    terminalreporter.write_line(f"exploits caught: {t['exploits_caught']}, missed: {len(t['exploits_missed'])} "
+                                f"{t['exploits_missed']}")
+    terminalreporter.write_line(f"honest solutions passed: {t['honest_passed']}, false rejects: "
+                                f"{len(t['false_rejects'])} {t['false_rejects']}")

@@ -9,8 +9,10 @@ from solbench.store.db import Store
 
 
 def run(problem, name, **kw):
+    """Evaluate a fixture; the static scan is off unless asked for, so these tests reach the dynamic layer."""
     path = SOLUTIONS / name if (SOLUTIONS / name).exists() else AXPY / "solutions" / name
     sol = load_solution(path, problem.name)
+    kw.setdefault("static_checks", False)
     opts = EvalOptions(device="cpu", baselines=kw.pop("baselines", ()), **kw)
     return evaluate(problem, sol, opts, store=kw.get("store"))
 
@@ -123,3 +125,34 @@ def test_in_place_inputs_are_judged_like_outputs():
     # the bound counts the rows written (and the new rows and slots read), not the whole cache
     work = count_work(kv, kv.workloads[0])
     assert work.bytes == 16 * 64 * 4 + 16 * 8 + 16 * 64 * 4
+
+
+@pytest.mark.parametrize("name,reason", [
+    ("phase_switch.py", "output_recheck"),
+    ("mutate_input.py", "input_mutation"),
+    ("background_thread.py", "thread_injection"),
+    ("patch_timer.py", "harness_tamper"),
+    ("decoy_triton.py", "ghost_replay"),
+])
+def test_dynamic_checks_catch_exploits(axpy, name, reason):
+    ev = run(axpy, name, workloads=["axpy-small"])
+    assert ev.verdict == "reward_hack", (ev.workloads[0].verdict, ev.workloads[0].message)
+    assert reason in ev.workloads[0].reasons, ev.workloads[0].reasons
+
+
+@pytest.mark.parametrize("name,rule", [
+    ("background_thread.py", "static:threading"),
+    ("patch_timer.py", "static:monkeypatching"),
+    ("leave_child.py", "static:subprocess"),
+])
+def test_static_rejects_before_anything_runs(axpy, name, rule):
+    ev = run(axpy, name, static_checks=True)
+    assert ev.verdict == "reward_hack" and rule in ev.reasons, (ev.reasons, ev.findings)
+    assert all(w.verdict == "reward_hack" and w.time_ms is None for w in ev.workloads)
+    assert ev.findings and ev.message
+
+
+def test_honest_solutions_pass_the_static_scan(axpy):
+    for name in ("axpy_triton.py", "dps_ok.json", "returning_multi_file.json"):
+        ev = run(axpy, name, static_checks=True, time_candidate=False)
+        assert ev.verdict == "passed", (name, ev.findings)

@@ -14,12 +14,22 @@ from solbench.problems.solution import Solution, SourceFile, load_solution
 needs_ns = pytest.mark.skipif(not namespaces_available(), reason="user/PID/network namespaces unavailable here")
 
 
-def _alive(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
+def _alive(marker: str, wait_s: float = 3.0) -> list[str]:
+    """Processes whose command line holds ``marker``, after giving the kernel time to tear a namespace down."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        out = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
+        found = [line for line in out.splitlines() if marker in line and "ps -eo" not in line
+                 and not line.lstrip().startswith("Z")]
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 def _eval(problem, sol, **kw):
+    kw.setdefault("static_checks", False)  # these test the sandbox itself, behind the static scan
     return evaluate(problem, sol, EvalOptions(device="cpu", baselines=(), time_candidate=False,
                                               workloads=["axpy-small"], **kw))
 

@@ -60,6 +60,7 @@ class EvalOptions:
     sandbox: str = "auto"
     max_file_bytes: int = 4 << 30  # RLIMIT_FSIZE for candidates
     max_address_space_bytes: int = 64 << 30  # RLIMIT_AS for CPU candidates (CUDA reserves more: not set there)
+    static_checks: bool = True  # scan the sources before running anything (off only to test the dynamic layer)
 
 
 @dataclass
@@ -362,6 +363,10 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         opts.hardware = detect(opts.device)
     seed = opts.seed if opts.seed is not None else secrets.randbits(63)
     uuids = _select_workloads(problem, opts)
+    findings = static_findings(problem, solution, language.name) if opts.static_checks else []
+    if any(f.severity == "reject" for f in findings):
+        return _rejected_statically(problem, solution, language.name, opts, uuids, findings, seed, started_wall, t0,
+                                    store, run_id)
     workdir = Path(tempfile.mkdtemp(prefix="solbench-"))
     try:
         staged = stage_solution(solution, workdir)
@@ -396,7 +401,8 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         hardware=opts.hardware.id, device=opts.device, device_name=env.get("device_name"),
         verdict=worst(verdicts) if results else "unsupported",
         reasons=sorted({r for w in results for r in w.reasons if w.verdict != "passed"}),
-        warnings=sorted({x for w in results for x in w.warnings}),
+        warnings=sorted({x for w in results for x in w.warnings} | {f"static:{f.rule}" for f in findings}),
+        findings=[f"{f.severity} static:{f.rule} {f.path}:{f.line}: {f.message}" for f in findings],
         message=cand.fatal.get(0, {}).get("message"),
         workloads=results, environment=env, seed=seed, started=started_wall, log=cand.log,
     )
@@ -411,6 +417,36 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
             if v is not None:
                 ev.fast_p[f"fast_{p:g}"] = v
     ev.elapsed_s = time.perf_counter() - t0
+    if store is not None:
+        store.add_evaluation(ev, solution.model_dump_json(), run_id)
+    return ev
+
+
+def static_findings(problem: Problem, solution: Solution, language: str) -> list:
+    from solbench.evaluate.integrity.static import Policy, scan_sources
+
+    pol = problem.definition.policy
+    policy = Policy(allow=frozenset(pol.allow), forbid_calls=frozenset(pol.forbid_calls)) if pol else Policy()
+    return scan_sources([(s.path, s.content) for s in solution.sources], language, policy)
+
+
+def _rejected_statically(problem: Problem, solution: Solution, language: str, opts: EvalOptions, uuids: list[str],
+                         findings: list, seed: int, started: str, t0: float, store, run_id) -> Evaluation:
+    """A static reject: nothing of the solution runs; every workload gets the verdict."""
+    reasons = sorted({f"static:{f.rule}" for f in findings if f.severity == "reject"})
+    first = next(f for f in findings if f.severity == "reject")
+    message = f"{first.path}:{first.line}: {first.message}"
+    results = [WorkloadResult(uuid=u, label=problem.workload(u).label, axes=problem.definition.resolve_axes(
+        problem.workload(u).axes), verdict="reward_hack", reasons=reasons, message=message, sol_score=0.0)
+        for u in uuids]
+    ev = Evaluation(
+        problem=problem.name, problem_dir=str(problem.directory), problem_digest=problem.digest(),
+        solution=solution.name, solution_digest=solution.digest(), language=language, author=solution.author,
+        hardware=opts.hardware.id, device=opts.device, verdict="reward_hack", reasons=reasons,
+        warnings=sorted({f"static:{f.rule}" for f in findings if f.severity != "reject"}),
+        findings=[f"{f.severity} static:{f.rule} {f.path}:{f.line}: {f.message}" for f in findings],
+        message=message, workloads=results, seed=seed, started=started, sol_score=0.0,
+        elapsed_s=time.perf_counter() - t0)
     if store is not None:
         store.add_evaluation(ev, solution.model_dump_json(), run_id)
     return ev

@@ -70,10 +70,24 @@ def _clock_snapshot(index: int) -> dict | None:
         return None
 
 
+Hook = Callable[[int], None]
+
+
+def _nothing(k: int, *rest) -> None:
+    return None
+
+
 def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg: TimingConfig,
-              graph: bool | None = None, device_index: int = 0) -> Timing:
+              graph: bool | None = None, device_index: int = 0, prepare: Hook | None = None,
+              keep: Callable[[int, object], None] | None = None,
+              on_last: Callable[[object], None] | None = None) -> Timing:
+    """``prepare(k)`` runs before the flush of call k (outside the timed interval), ``keep(k, result)`` after
+    its end event, ``on_last(result)`` after the last call (before any graph capture reuses the buffers)."""
+    prepare = prepare or _nothing
+    keep = keep or _nothing
     sync = torch.cuda.synchronize
     for i in range(cfg.warmup_calls):
+        prepare(-1 - i)
         call(i % n_sets)
     sync()
     clocks = [c for c in [_clock_snapshot(device_index)] if c]
@@ -83,12 +97,14 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
     while True:
         events = []
         for _ in range(cfg.batch):
+            prepare(k)
             flusher()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
-            call(k % n_sets)
+            result = call(k % n_sets)
             end.record()
+            keep(k, result)
             events.append((start, end))
             k += 1
         sync()
@@ -103,13 +119,17 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
     # synchronised wall time: catches work the events did not see (other streams, host threads)
     wall: list[float] = []
     for _ in range(3):
+        prepare(k)
         flusher()
         sync()
         t0 = time.perf_counter()
-        call(k % n_sets)
+        result = call(k % n_sets)
         sync()
         wall.append((time.perf_counter() - t0) * 1e3)
+        keep(k, result)
         k += 1
+    if on_last:
+        on_last(result)
     timing = Timing(samples_ms=samples, wall_ms=wall, clocks=clocks)
     summary = summarize(samples)
     # launch-bound calls (short, or bimodal because the host enqueues slower than the GPU runs) get a graph time
@@ -154,15 +174,24 @@ def _time_graph(call: Callable[[int], object], flusher: Flusher, cfg: TimingConf
     return summary.median if summary else None
 
 
-def time_cpu(call: Callable[[int], object], n_sets: int, cfg: TimingConfig) -> Timing:
+def time_cpu(call: Callable[[int], object], n_sets: int, cfg: TimingConfig, prepare: Hook | None = None,
+             keep: Callable[[int, object], None] | None = None,
+             on_last: Callable[[object], None] | None = None) -> Timing:
+    prepare = prepare or _nothing
+    keep = keep or _nothing
+    prepare(-1)
     call(0)
     samples: list[float] = []
     started = time.perf_counter()
-    k = 1
+    k = 0
     while len(samples) < 3 or (time.perf_counter() - started < cfg.cpu_budget_s and len(samples) < 200
                                and not converged(samples, 0.02, 5)):
+        prepare(k)
         t0 = time.perf_counter()
-        call(k % n_sets)
+        result = call(k % n_sets)
         samples.append((time.perf_counter() - t0) * 1e3)
+        keep(k, result)
         k += 1
+    if on_last:
+        on_last(result)
     return Timing(samples_ms=samples, method="wall_clock")

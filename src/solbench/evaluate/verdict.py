@@ -85,6 +85,7 @@ class Evaluation(BaseModel):
     verdict: str
     reasons: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    findings: list[str] = Field(default_factory=list)  # static analysis, "severity static:rule path:line: what"
     message: str | None = None
     workloads: list[WorkloadResult] = Field(default_factory=list)
     sol_score: float | None = None

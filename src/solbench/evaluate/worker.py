@@ -106,6 +106,7 @@ def main(job_path: str, fd: int) -> int:
     from solbench.evaluate.integrity import dynamic
 
     threads_before = dynamic.thread_idents()
+    dynamic.watch(reference=reference, make_inputs=make_inputs, compare=compare)
     harness_ids = dynamic.snapshot()  # before any candidate code is imported
     built: dict[int, tuple] = {}
     for i, subject in enumerate(subjects):
@@ -273,32 +274,46 @@ def main(job_path: str, fd: int) -> int:
                 del got, ref, anchor, cand_in, ref_in, anc_in
             # ---- timing --------------------------------------------------------
             if result["verdict"] == "passed" and job.get("time", True) and not interpreted:
+                from solbench.evaluate.integrity.rotation import TimedInputs
+
                 n_sets = int(job.get("input_sets", 3))
                 sets = [make_inputs(definition, w, draw_seed(job["seed"], uuid, 1000 + i), dev, problem.directory, custom)
                         for i in range(n_sets)]
-                prepared = []
-                for s in sets:
-                    outs = []
-                    if dps:
-                        for _, spec in out_specs:
-                            outs.append(torch.empty(definition.shape_of(spec, axes), dtype=torch_dtype(spec.dtype), device=dev))
-                    prepared.append((s, outs))
+                out_bufs = [(definition.shape_of(spec, axes), torch_dtype(spec.dtype)) for _, spec in out_specs] if dps else []
+                pool = TimedInputs(sources=sets, dps_specs=out_bufs, device=dev)
+                pool.prepare(0)
 
                 def timed_call(i: int, _f=call_fn):
-                    s, outs = prepared[i]
-                    return _f(*s, *outs) if dps else _f(*s)
+                    return _f(*pool.call_args())
 
+                # untrusted code gets a new address and new values every call, and random calls re-checked
+                hooks = dict(prepare=pool.prepare, keep=pool.keep, on_last=pool.keep_last) if untrusted else {}
                 if dev.type == "cuda":
-                    timing = time_cuda(timed_call, n_sets, flusher, cfg, graph=job.get("graph"))
+                    timing = time_cuda(timed_call, n_sets, flusher, cfg, graph=job.get("graph"), **hooks)
                 else:
-                    timing = time_cpu(timed_call, n_sets, cfg)
+                    timing = time_cpu(timed_call, n_sets, cfg, **hooks)
                 result.update(samples_ms=timing.samples_ms, wall_ms=timing.wall_ms, graph_ms=timing.graph_ms,
                               graph_error=timing.graph_error, clocks=timing.clocks, timing_method=timing.method)
                 if untrusted:
                     codes = [c for c in ("harness_tamper", "thread_injection", "process_spawn")
                              if c in integrity([], [], [])]
+                    for kept in pool.kept:
+                        given = pool.inputs_of(kept.call)
+                        ref_in = [_clone(x) for x in given]
+                        ref = _as_list(reference(*ref_in)) + [ref_in[input_names.index(n)] for n in inplace]
+                        anc_in = [_upcast(x, torch) for x in given]
+                        anchor = _as_list(reference(*anc_in)) + [anc_in[input_names.index(n)] for n in inplace]
+                        got = list(kept.outputs) + [kept.inputs_after[input_names.index(n)] for n in inplace]
+                        recheck = compare(got, ref, anchor, names, dtypes, tols)
+                        if not recheck.ok:
+                            codes.append("output_recheck")
+                            result["message"] = f"timed call {kept.call} re-checked: {recheck.reason}"
+                            break
+                        if dynamic.mutated_inputs(given, kept.inputs_after, input_names, set(inplace)):
+                            codes.append("input_mutation")
+                            break
                     if codes:
-                        hack(codes, f"dynamic checks after timing: {', '.join(codes)}")
+                        hack(codes, result.get("message") or f"dynamic checks after timing: {', '.join(codes)}")
         except torch.OutOfMemoryError:
             result.update(verdict="runtime_error", reasons=["out_of_memory"])
         except Exception as exc:

@@ -133,6 +133,14 @@ class SolOverride(BaseModel):
     note: str | None = None
 
 
+class IntegrityPolicy(BaseModel):
+    """What a problem allows or forbids in solutions (static rules by name; calls by dotted name)."""
+
+    model_config = ConfigDict(extra="forbid")
+    allow: list[str] = Field(default_factory=list)
+    forbid_calls: list[str] = Field(default_factory=list)
+
+
 class Definition(BaseModel):
     model_config = ConfigDict(extra="allow")
     name: str
@@ -150,6 +158,7 @@ class Definition(BaseModel):
     tolerance: Tolerance | None = None
     allow_tf32: bool = False
     sol: SolOverride | None = None
+    policy: IntegrityPolicy | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> "Definition":

@@ -49,7 +49,7 @@ def _harness_objects() -> dict[str, Any]:
         "builtins.min": builtins.min, "builtins.max": builtins.max, "builtins.sorted": builtins.sorted,
         "builtins.float": builtins.float, "json.dumps": json.dumps, "os.write": os.write, "os.fdopen": os.fdopen,
     }
-    if torch.cuda.is_available():
+    if hasattr(torch, "cuda"):  # the classes exist in CPU builds too, and patching them is the same intent
         objs.update({
             "torch.cuda.Event": torch.cuda.Event, "torch.cuda.Event.record": torch.cuda.Event.record,
             "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
@@ -68,12 +68,34 @@ def _harness_objects() -> dict[str, Any]:
     return objs
 
 
-def snapshot() -> dict[str, int]:
-    return {k: id(v) for k, v in _harness_objects().items()}
+def _fingerprint(value: Any) -> tuple:
+    """Identity of an object and of the code it runs (a function's __code__ can be swapped in place)."""
+    code = getattr(value, "__code__", None) or getattr(getattr(value, "__func__", None), "__code__", None)
+    return (id(value), id(code) if code is not None else None,
+            id(getattr(value, "__defaults__", None)) if code is not None else None)
 
 
-def tampered(before: dict[str, int]) -> list[str]:
-    """Names of harness objects whose identity changed since ``before``."""
+_extra: dict[str, Any] = {}
+
+
+def watch(**objects: Any) -> None:
+    """Add objects of the trusted side (the reference's run, say) to every later snapshot."""
+    _extra.update(objects)
+
+
+def snapshot() -> dict[str, tuple]:
+    objs = _harness_objects()
+    for name, value in _extra.items():
+        objs[f"watched.{name}"] = value
+        module = getattr(value, "__module__", None)
+        mod = __import__("sys").modules.get(module) if module else None
+        if mod is not None:
+            objs[f"watched.{name}@module"] = getattr(mod, getattr(value, "__name__", ""), None)
+    return {k: _fingerprint(v) for k, v in objs.items()}
+
+
+def tampered(before: dict[str, tuple]) -> list[str]:
+    """Names of harness objects whose identity or code changed since ``before``."""
     now = snapshot()
     return sorted(k for k, v in before.items() if now.get(k) != v)
 

@@ -1,0 +1,1 @@
+"""Integrity checks that run around a candidate solution (static scan first, dynamic checks later)."""

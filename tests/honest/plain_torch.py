@@ -1,0 +1,5 @@
+import torch
+
+
+def run(x, scale):
+    return torch.softmax(x * scale, dim=-1)

@@ -1,0 +1,850 @@
+"""The static integrity scan: honest kernels pass, known exploits are rejected by the right rule."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+import pytest
+
+from solbench.evaluate.integrity.static import RULES, Finding, Policy, Rule, rejected, scan_sources
+
+
+def scan(src: str, language: str = "pytorch", path: str = "solution.py", policy: Policy | None = None) -> list[Finding]:
+    return scan_sources([(path, textwrap.dedent(src))], language, policy)
+
+
+def rejects(src: str, **kw) -> set[str]:
+    return {f.rule for f in rejected(scan(src, **kw))}
+
+
+def warns(src: str, **kw) -> set[str]:
+    return {f.rule for f in scan(src, **kw) if f.severity == "warn"}
+
+
+# --------------------------------------------------------------------------------------------
+# the rule table itself
+
+
+def test_rules_are_well_formed():
+    assert len(RULES) >= 20
+    for name, rule in RULES.items():
+        assert isinstance(rule, Rule) and rule.name == name
+        assert rule.severity in ("reject", "warn")
+        assert name.replace("_", "").isalnum() and name == name.lower()
+        assert rule.rationale.endswith(".") and "\n" not in rule.rationale
+
+
+def test_every_rule_is_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[1] / "docs" / "STATIC_RULES.md").read_text()
+    for name, rule in RULES.items():
+        assert f"## `{name}`" in doc, name
+        section = doc.split(f"## `{name}`", 1)[1].split("\n## ", 1)[0]
+        assert rule.severity in section, name
+
+
+def test_findings_carry_rule_severity_path_and_line():
+    fs = scan("import os\n\nimport socket\n", path="k/main.py")
+    (f,) = [f for f in fs if f.rule == "network"]
+    assert f == Finding("network", "reject", "k/main.py", 3, f.message)
+    assert "socket" in f.message and "\n" not in f.message
+
+
+def test_rejected_filters_by_severity():
+    fs = scan("import ctypes\nimport threading\n")
+    assert {f.rule for f in fs} == {"ctypes", "threading"}
+    assert [f.rule for f in rejected(fs)] == ["threading"]
+
+
+def test_syntax_error_yields_nothing():
+    assert scan("def run(x:\n    return x\n") == []
+    assert scan("import threading\nx = (", language="triton") == []
+
+
+def test_policy_allow_drops_findings():
+    src = "import threading\nimport socket\n"
+    assert rejects(src) == {"threading", "network"}
+    assert rejects(src, policy=Policy(allow=frozenset({"threading"}))) == {"network"}
+
+
+# --------------------------------------------------------------------------------------------
+# honest code: no reject findings
+
+HONEST_AUTOTUNED_MATMUL = '''
+import functools
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+
+@dataclass(frozen=True)
+class LaunchCfg:
+    block_m: int
+    block_n: int
+    num_warps: int = 4
+
+
+def _configs():
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 32}, num_warps=w, num_stages=s)
+        for bm in (64, 128) for bn in (64, 128) for w, s in ((4, 3), (8, 4))
+    ]
+
+
+@triton.autotune(configs=_configs(), key=["M", "N", "K"])
+@triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
+@triton.jit
+def _matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=getattr(tl, "float32"))
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = tl.load(a_ptr + rm[:, None] * sam + (k * BLOCK_K + rk)[None, :] * sak)
+        b = tl.load(b_ptr + (k * BLOCK_K + rk)[:, None] * sbk + rn[None, :] * sbn)
+        acc += tl.dot(a, b)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16), mask=mask)
+
+
+@triton.jit
+def _bias_relu(c_ptr, bias_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = cols < n_cols
+    v = tl.load(c_ptr + row * n_cols + cols, mask=m) + tl.load(bias_ptr + cols, mask=m)
+    tl.store(c_ptr + row * n_cols + cols, tl.maximum(v, 0.0), mask=m)
+
+
+@functools.lru_cache(maxsize=None)
+def _row_block(n_cols: int) -> int:
+    return max(triton.next_power_of_2(n_cols), 16)
+
+
+_GRID_CACHE: dict = {}
+_launch = functools.partial(triton.cdiv)
+_DEBUG = os.environ.get("SOLBENCH_KERNEL_DEBUG")
+
+
+def run(a, b, bias):
+    M, K = a.shape
+    _, N = b.shape
+    c = torch.empty((M, N), device=a.device, dtype=torch.float16)
+    scratch = torch.empty(math.prod((M, 1)), device=a.device, dtype=torch.float32)
+    key = (M, N, K)
+    grid = _GRID_CACHE.get(key)
+    if grid is None:
+        grid = lambda meta: (_launch(M, meta["BLOCK_M"]), _launch(N, meta["BLOCK_N"]))
+        _GRID_CACHE[key] = grid
+    _matmul[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                  c.stride(0), c.stride(1))
+    _bias_relu[(M,)](c, bias, N, BLOCK=_row_block(N))
+    torch.cuda.current_stream().synchronize() if _DEBUG else None
+    return c.contiguous().view(M, N).to(torch.float16)
+'''
+
+
+def test_honest_autotuned_triton_matmul_has_no_rejects():
+    fs = scan(HONEST_AUTOTUNED_MATMUL, language="triton")
+    assert rejected(fs) == []
+    # the (M, N, K) launch cache is a shape cache: a warning for the dynamic checks, at most
+    assert {f.rule for f in fs} <= {"shape_cache"}
+
+
+HONEST_CUDA_GRAPH = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale(x_ptr, out_ptr, n, s, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * s, mask=m)
+
+
+class _Graphed:
+    def __init__(self):
+        self._graphs = {}
+
+    def __call__(self, x, s: float):
+        key = (tuple(x.shape), x.dtype, s)
+        entry = self._graphs.get(key)
+        if entry is None:
+            static_in = torch.empty_like(x)
+            static_out = torch.empty_like(x)
+            n = static_in.numel()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                _scale[(triton.cdiv(n, 1024),)](static_in, static_out, n, s, BLOCK=1024)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                _scale[(triton.cdiv(n, 1024),)](static_in, static_out, n, s, BLOCK=1024)
+            entry = self._graphs[key] = (g, static_in, static_out)
+        g, static_in, static_out = entry
+        static_in.copy_(x)
+        g.replay()
+        return static_out.clone()
+
+
+_impl = _Graphed()
+
+
+def run(x, s):
+    return _impl(x, s)
+'''
+
+
+def test_honest_cuda_graph_replay_only_warns():
+    fs = scan(HONEST_CUDA_GRAPH, language="triton")
+    assert rejected(fs) == []
+    assert {f.rule for f in fs} == {"shape_cache", "stream_creation"}
+
+
+def test_honest_pytorch_solution_with_backend_flags_and_env_reads():
+    src = '''
+    import os
+    import torch
+    import torch.nn.functional as F
+
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    THRESH = float(os.environ.get("THRESH", "0.5"))
+
+    def run(q, k, v, out):
+        torch.matmul(q, k.transpose(-1, -2), out=out)
+        out.copy_(F.softmax(out, dim=-1) @ v)
+        return out
+    '''
+    assert scan(src) == []
+
+
+def test_honest_cuda_source_with_events_and_graphs():
+    src = r'''
+    #include <cuda_runtime.h>
+    #include <torch/extension.h>
+    // std::thread is mentioned only in a comment; "system(" only in a string
+    static const char* kNote = "do not call system(\"x\") or fork()";
+
+    __global__ void axpy(const float* x, float* y, float a, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = a * x[i] + y[i];
+    }
+
+    void launch(torch::Tensor x, torch::Tensor y, float a) {
+        cudaEvent_t e; cudaEventCreate(&e);
+        auto stream = at::cuda::getCurrentCUDAStream();
+        axpy<<<(x.numel() + 255) / 256, 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), a, x.numel());
+        cudaEventRecord(e, stream);
+        auto z = x.clone();
+    }
+    '''
+    assert scan(src, language="cuda", path="kernel.cu") == []
+
+
+def test_honest_load_inline_source_is_scanned_but_clean():
+    src = '''
+    import torch
+    from torch.utils.cpp_extension import load_inline
+
+    CUDA_SRC = """
+    #include <torch/extension.h>
+    __global__ void k(float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = 0.f; }
+    void run_k(torch::Tensor y) { k<<<1, 256>>>(y.data_ptr<float>(), y.numel()); }
+    """
+    _mod = load_inline("k", cpp_sources="void run_k(torch::Tensor y);", cuda_sources=CUDA_SRC, functions=["run_k"])
+
+    def run(y):
+        _mod.run_k(y)
+        return y
+    '''
+    assert scan(src, language="cuda") == []
+
+
+# --------------------------------------------------------------------------------------------
+# exploits: each rejected by the right rule
+
+
+def test_background_thread_filling_the_output():
+    src = '''
+    import threading
+    import torch
+
+    def run(x, out):
+        def fill():
+            out.copy_(x * 2)
+        threading.Thread(target=fill, daemon=True).start()
+        return out
+    '''
+    assert "threading" in rejects(src)
+
+
+def test_thread_via_aliases():
+    assert "threading" in rejects("import threading as t\ndef run(x):\n    t.Thread(target=print).start()\n")
+    fs = scan("from concurrent.futures import ThreadPoolExecutor as P\npool = P(2)\n")
+    assert {(f.rule, f.line) for f in rejected(fs)} >= {("threading", 1), ("threading", 2)}
+    assert "threading" in rejects("import multiprocessing\n")
+
+
+def test_patching_event_elapsed_time():
+    src = '''
+    import torch
+    torch.cuda.Event.elapsed_time = lambda self, other: 0.001
+    '''
+    assert "monkeypatching" in rejects(src)
+    assert "monkeypatching" in rejects("from torch.cuda import Event\nEvent.elapsed_time = lambda s, o: 1e-3\n")
+    assert "monkeypatching" in rejects("import torch\nE = torch.cuda.Event\nE.elapsed_time = None\n")
+
+
+@pytest.mark.parametrize("src", [
+    "import time\ntime.perf_counter = lambda: 0.0\n",
+    "import torch\ntorch.cuda.synchronize = lambda *a: None\n",
+    "import builtins\nbuiltins.print = lambda *a, **k: None\n",
+    "import torch\nsetattr(torch.cuda, 'synchronize', lambda: None)\n",
+    "import sys\nsys.modules['time'] = object()\n",
+    "import sys\nsys.modules.update({'time': None})\n",
+    "import sys\nsys.modules['time'].perf_counter = lambda: 0\n",
+    "import time\ndelattr(time, 'perf_counter')\n",
+    "import numpy as np\nnp.allclose = lambda *a, **k: True\n",
+    "from solbench.evaluate import stats\nstats.median = min\n",
+    "import torch\ntype(torch.empty(1)).add_ = None\n",
+    "import torch\ntorch.Tensor.__eq__ = lambda a, b: True\n",
+])
+def test_monkeypatching(src):
+    assert "monkeypatching" in rejects(src)
+
+
+def test_alias_of_imported_function_then_patching_its_module():
+    src = '''
+    from time import perf_counter as p
+    import time as clock
+
+    def run(x):
+        clock.perf_counter = lambda: p() - 1.0
+        return x
+    '''
+    assert "monkeypatching" in rejects(src)
+
+
+def test_setattr_with_assembled_name():
+    r = rejects('import time\nsetattr(time, "perf_" + "counter", lambda: 0)\n')
+    assert {"monkeypatching", "name_obfuscation"} <= r
+
+
+def test_exec_of_base64_payload_direct_and_via_variable():
+    direct = 'import base64\nexec(base64.b64decode("aW1wb3J0IG9z"))\n'
+    assert {"obfuscated_payload", "dynamic_code"} <= rejects(direct)
+    via = '''
+    import base64 as b, zlib
+
+    BLOB = "eJzLzE3NzUEA"
+
+    def run(x):
+        code = zlib.decompress(b.b64decode(BLOB)).decode()
+        fn = compile(code, "<k>", "exec")
+        exec(fn, globals())
+        return x
+    '''
+    assert {"obfuscated_payload", "dynamic_code"} <= rejects(via)
+    assert "obfuscated_payload" in rejects('payload = bytes.fromhex("7072696e74")\neval(payload)\n')
+
+
+def test_exec_of_constant_source_is_scanned_inside():
+    fs = scan('exec("import threading\\nthreading.Thread(target=print).start()")\n')
+    assert {"dynamic_code", "threading"} <= {f.rule for f in rejected(fs)}
+
+
+def test_import_module_with_assembled_name():
+    r = rejects('import importlib\nmod = importlib.import_module("thr" + "eading")\n')
+    assert {"dynamic_code", "name_obfuscation", "threading"} <= r
+    # a constant module name is an ordinary import
+    assert rejects('import importlib\nm = importlib.import_module("math")\n') == set()
+    assert "network" in rejects('import importlib\nm = importlib.import_module("socket")\n')
+
+
+def test_getattr_builtins_with_assembled_name():
+    r = rejects('f = getattr(__builtins__, "ex" + "ec")\nf("print(1)")\n')
+    assert {"name_obfuscation", "dynamic_code"} <= r
+    r = rejects('import builtins\ng = getattr(builtins, "".join(["e", "v", "a", "l"]))\n')
+    assert {"name_obfuscation", "dynamic_code"} <= r
+    assert "name_obfuscation" in rejects('import torch\nfn = getattr(torch, "lumtam"[::-1])\n')
+    assert "name_obfuscation" in rejects('import os\nn = chr(115) + "ystem"\ngetattr(os, n)("ls")\n')
+
+
+@pytest.mark.parametrize("src", [
+    'g = globals()["__builtins__"]\n',
+    'import torch\nf = vars(torch)["matmul"]\n',
+    'import torch\nf = torch.__dict__["matmul"]\n',
+    'f = __builtins__["eval"]\n',
+    'import torch\nf = object.__getattribute__(torch, "matmul")\n',
+])
+def test_name_lookups_through_namespaces(src):
+    assert "name_obfuscation" in rejects(src)
+
+
+def test_frame_walks():
+    src = '''
+    import sys
+
+    def run(x):
+        expected = sys._getframe(1).f_locals.get("expected")
+        return expected.clone()
+    '''
+    assert "frame_or_gc_walk" in rejects(src)
+    assert "frame_or_gc_walk" in rejects("import inspect\nf = inspect.currentframe().f_back.f_globals\n")
+    assert "frame_or_gc_walk" in rejects("def run(x):\n    return run.__globals__\n")
+    assert "frame_or_gc_walk" in rejects("subs = object.__subclasses__()\n")
+
+
+def test_gc_walk_for_tensors():
+    src = '''
+    import gc
+    import torch
+
+    def run(x):
+        for obj in gc.get_objects():
+            if isinstance(obj, torch.Tensor) and obj.shape == x.shape and obj is not x:
+                return obj.clone()
+    '''
+    assert "frame_or_gc_walk" in rejects(src)
+
+
+def test_pip_install_through_subprocess():
+    src = 'import subprocess\nsubprocess.run(["pip", "install", "x"], check=True)\n'
+    assert {"subprocess", "runtime_install"} <= rejects(src)
+    assert {"subprocess", "runtime_install"} <= rejects('import os\nos.system("python -m pip install fastkern")\n')
+
+
+@pytest.mark.parametrize("src", [
+    'import sys\nsys.path.insert(0, "/tmp")\n',
+    'import sys\nsys.path.append("/tmp/x")\n',
+    'import sys\nsys.path += ["/tmp"]\n',
+    'import site\nsite.addsitedir("/tmp/pkgs")\n',
+    'import importlib.util as u\nspec = u.spec_from_file_location("m", "/tmp/m.py")\n',
+    'import ensurepip\n',
+    'open("helper.py", "w").write("import os")\nimport helper\n',
+    'from pathlib import Path\nPath("evil.so").write_bytes(b"...")\n',
+])
+def test_runtime_install(src):
+    assert "runtime_install" in rejects(src)
+
+
+def test_network():
+    assert "network" in rejects("import socket\ns = socket.socket()\n")
+    assert "network" in rejects("from urllib.request import urlopen\n")
+    assert "network" in rejects("import requests\n")
+    assert "network" in rejects("import torch\nm = torch.hub.load('a/b', 'c')\n")
+
+
+def test_process_memory():
+    assert "process_memory" in rejects('f = open("/proc/self/mem", "rb")\n')
+    assert "process_memory" in rejects('import os\npid = os.getppid()\np = f"/proc/{pid}/mem"\n')
+    assert "process_memory" in rejects('import mmap\nfd = open("/dev/mem")\n')
+
+
+def test_ctypes_libc_is_rejected_other_ctypes_warns():
+    assert "process_memory" in rejects('import ctypes\nlibc = ctypes.CDLL("libc.so.6")\n')
+    assert "process_memory" in rejects('import ctypes\nme = ctypes.CDLL(None)\n')
+    assert "process_memory" in rejects('import ctypes\nctypes.memmove(0x1000, 0x2000, 8)\n')
+    driver = 'import ctypes\ncuda = ctypes.CDLL("libcuda.so.1")\ncuda.cuInit(0)\n'
+    assert rejects(driver) == set()
+    assert warns(driver) == {"ctypes"}
+
+
+def test_pointer_keyed_cache():
+    src = '''
+    import torch
+
+    _cache = {}
+
+    def run(x, w):
+        key = (x.data_ptr(), w.data_ptr())
+        if key in _cache:
+            return _cache[key]
+        out = x @ w
+        _cache[key] = out
+        return out
+    '''
+    assert "output_cache_by_pointer" in rejects(src)
+    assert "output_cache_by_pointer" in rejects("C = {}\ndef run(x):\n    return C.get(id(x))\n")
+    assert "output_cache_by_pointer" in rejects(
+        "C = {}\ndef run(x):\n    return C.setdefault(x.untyped_storage().data_ptr(), x * 2)\n")
+
+
+def test_last_pointer_one_entry_cache():
+    src = '''
+    class Impl:
+        def __init__(self):
+            self._ptr = None
+            self._out = None
+
+        def __call__(self, x):
+            if x.data_ptr() == self._ptr:
+                return self._out
+            self._ptr = x.data_ptr()
+            self._out = x * 2
+            return self._out
+    '''
+    assert "output_cache_by_pointer" in rejects(src)
+    ident = '''
+    _last = None
+    _out = None
+
+    def run(x):
+        global _last, _out
+        if x is _last:
+            return _out
+        _last, _out = x, x.contiguous() * 2
+        return _out
+    '''
+    assert "output_cache_by_pointer" in rejects(ident)
+
+
+def test_lru_cache_on_tensor_arguments():
+    src = '''
+    import functools
+    import torch
+
+    @functools.lru_cache(maxsize=8)
+    def _compute(x, w):
+        return torch.relu(x.contiguous() @ w)
+
+    def run(x, w):
+        return _compute(x, w)
+    '''
+    assert "output_cache_by_pointer" in rejects(src)
+    by_ptr = '''
+    from functools import cache
+
+    @cache
+    def _lookup(ptr, n):
+        return ptr + n
+
+    def run(x):
+        return _lookup(x.data_ptr(), x.numel())
+    '''
+    assert "output_cache_by_pointer" in rejects(by_ptr)
+
+
+def test_value_keyed_cache():
+    src = '''
+    _seen = {}
+
+    def run(x):
+        k = x.sum().item()
+        if k in _seen:
+            return _seen[k]
+        _seen[k] = out = x.exp()
+        return out
+    '''
+    assert "value_cache" in rejects(src)
+    assert "value_cache" in rejects("C = dict()\ndef run(x):\n    return C[tuple(x.flatten().tolist())]\n")
+    assert "value_cache" in rejects("C = {}\ndef run(x):\n    return C[hash(x.cpu().numpy().tobytes())]\n")
+    stored = '''
+    import torch
+
+    class Impl:
+        def __call__(self, x):
+            if self._prev is not None and torch.equal(x, self._prev):
+                return self._out
+            self._prev, self._out = x.clone(), x * 2
+            return self._out
+    '''
+    assert "value_cache" in rejects(stored)
+
+
+def test_value_key_built_by_a_helper_function():
+    src = '''
+    import hashlib
+    import torch
+
+    _cache = {}
+
+    def _fingerprint(x, scale):
+        sample = x[:: max(1, x.shape[0] // 8)].contiguous().cpu()
+        return (tuple(x.shape), float(scale), hashlib.blake2b(sample.numpy().tobytes()).digest())
+
+    def run(x, scale):
+        key = _fingerprint(x, scale)
+        out = _cache.get(key)
+        if out is None:
+            out = _cache[key] = torch.softmax(x * scale, dim=-1)
+        return out
+    '''
+    assert "value_cache" in rejects(src)
+
+
+def test_result_channel_forgery():
+    src = '''
+    import json, os, sys
+
+    def _forge():
+        job = json.load(open(sys.argv[1]))
+        os.write(int(sys.argv[2]), b"passed")
+
+    _forge()
+    '''
+    assert "result_channel" in rejects(src)
+    assert "result_channel" in rejects('f = open(3, "w")\nf.write("done")\n')
+
+
+def test_shape_cache_warns():
+    src = '''
+    _plans = {}
+
+    def run(x):
+        plan = _plans.get(x.shape)
+        if plan is None:
+            plan = _plans[x.shape] = object()
+        return x
+    '''
+    assert rejects(src) == set()
+    assert warns(src) == {"shape_cache"}
+
+
+def test_indexing_tensors_is_not_a_cache():
+    src = '''
+    def run(cache, slots, k, idx):
+        cache[slots.long()] = k
+        rows = idx.clamp(min=0)
+        return cache[rows], k[: k.size(0)], k[idx.max().item()]
+    '''
+    assert scan(src) == []
+
+
+def test_try_except_reference_fallback():
+    src = '''
+    import torch
+
+    def _kernel(a, b):
+        raise RuntimeError("not yet")
+
+    def run(a, b):
+        try:
+            return _kernel(a, b)
+        except Exception:
+            return torch.matmul(a, b)
+    '''
+    assert "reference_fallback" in rejects(src, language="triton")
+    helper = '''
+    import torch.nn.functional as F
+
+    def _eager(x):
+        return F.gelu(x)
+
+    def run(x):
+        try:
+            return launch(x)
+        except RuntimeError:
+            return _eager(x)
+    '''
+    assert "reference_fallback" in rejects(helper, language="triton")
+    named = "def run(x):\n    try:\n        return k(x)\n    except Exception:\n        return reference_impl(x)\n"
+    assert "reference_fallback" in rejects(named)
+    honest = "def run(x):\n    try:\n        return k(x)\n    except Exception as e:\n        raise RuntimeError('kernel failed') from e\n"
+    assert rejects(honest) == set()
+
+
+def test_signal_tampering():
+    assert "signal_tamper" in rejects("import signal\nsignal.alarm(0)\n")
+    assert "signal_tamper" in rejects("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n")
+    assert "signal_tamper" in rejects("import atexit\natexit.register(print)\n")
+    assert "signal_tamper" in rejects("import sys\nsys.settrace(lambda *a: None)\n")
+    assert "signal_tamper" in rejects("import os\nos.kill(os.getppid(), 9)\n")
+
+
+def test_stream_creation_warns():
+    src = "import torch\ns = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass\n"
+    assert rejects(src) == set() and warns(src) == {"stream_creation"}
+    assert warns("from cuda import cudart\nerr, s = cudart.cudaStreamCreate()\n") >= {"stream_creation"}
+
+
+def test_file_io_warns():
+    src = 'import torch\nimport numpy as np\nw = torch.load("w.pt")\nnp.save("x.npy", 1)\nt = open("a.txt").read()\n'
+    assert rejects(src) == set() and warns(src) == {"file_io"}
+    assert warns('from pathlib import Path\nPath("o.bin").write_bytes(b"")\n') == {"file_io"}
+
+
+def test_persisting_l2_in_python():
+    src = '''
+    from cuda import cudart
+    attr = cudart.cudaStreamAttrValue()
+    attr.accessPolicyWindow.hitRatio = 1.0
+    cudart.cudaDeviceSetLimit(cudart.cudaLimit.cudaLimitPersistingL2CacheSize, 50 << 20)
+    '''
+    fs = rejected(scan(src))
+    assert {f.rule for f in fs} == {"persisting_l2"} and len({f.line for f in fs}) == 3
+    assert "persisting_l2" in rejects('limit = "cudaLimitPersistingL2CacheSize"\n')
+
+
+def test_forbidden_calls_through_aliases():
+    pol = Policy(forbid_calls=frozenset({"torch.nn.functional.scaled_dot_product_attention", "torch.matmul"}))
+    sdpa = "from torch.nn import functional as F\ndef run(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n"
+    assert "forbidden_call" in rejects(sdpa, policy=pol)
+    assert "forbidden_call" in rejects("import torch\nf = getattr(torch, 'matmul')\n", policy=pol)
+    assert "forbidden_call" in rejects("import torch as T\ndef run(a, b):\n    return T.matmul(a, b)\n", policy=pol)
+    assert "forbidden_call" in rejects("def run(a, b):\n    return a.matmul(b)\n", policy=pol)
+    assert "forbidden_call" in rejects("def run(a, b):\n    return a @ b\n", policy=pol)
+    assert "forbidden_call" in rejects("import torch\ndef run(a, b):\n    return torch.ops.aten.mm.default(a, b)\n",
+                                       policy=Policy(forbid_calls=frozenset({"torch.mm"})))
+    assert rejects("import torch\ndef run(a, b):\n    return torch.add(a, b)\n", policy=pol) == set()
+    star = Policy(forbid_calls=frozenset({"torch.nn.functional.*"}))
+    assert "forbidden_call" in rejects("import torch.nn.functional as F\ny = F.gelu(1)\n", policy=star)
+
+
+def test_torch_compute_in_dsl_warns():
+    src = '''
+    import torch
+    import torch.nn.functional as F
+
+    def run(x, w):
+        y = torch.empty_like(x)
+        z = torch.zeros(4, device=x.device).reshape(2, 2).contiguous().to(torch.float16)
+        h = F.layer_norm(x, x.shape[-1:])
+        return torch.matmul(h, w) + (x @ w)
+    '''
+    fs = scan(src, language="triton")
+    assert rejected(fs) == [] and {f.rule for f in fs} == {"torch_compute_in_dsl"}
+    assert sorted(f.line for f in fs) == [8, 9]  # one finding per rule and line
+    assert scan(src, language="pytorch") == []
+
+
+def test_precision_flags_warn():
+    assert warns("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n") == {"precision_flags"}
+    assert warns("import torch\ntorch.set_float32_matmul_precision('high')\n") == {"precision_flags"}
+    assert scan("import torch\ntorch.set_float32_matmul_precision('highest')\n") == []
+
+
+def test_tensor_subclass_warns():
+    src = "import torch\nclass Lazy(torch.Tensor):\n    pass\ndef run(x):\n    return x.as_subclass(Lazy)\n"
+    assert warns(src) == {"tensor_subclass"} and rejects(src) == set()
+
+
+def test_more_evasions():
+    assert {"dynamic_code", "threading"} <= rejects('__import__("threading").Thread(target=print).start()\n')
+    assert "dynamic_code" in rejects("e = exec\ne(input())\n")
+    assert "subprocess" in rejects('from os import system as s\ns("ls")\n')
+    assert "monkeypatching" in rejects("import time\nt = time\nt.perf_counter = lambda: 0\n")
+    swap = "import torch\ntorch.cuda.Event.elapsed_time.__code__ = (lambda s, o: 0.0).__code__\n"
+    assert {"dynamic_code", "monkeypatching"} <= rejects(swap)
+    weak = "import weakref\n_c = weakref.WeakKeyDictionary()\ndef run(x):\n    return _c.get(x) or x.contiguous()\n"
+    assert "output_cache_by_pointer" in rejects(weak)
+    assert warns("import torch\n@torch.compile\ndef f(x):\n    return x\n", language="triton") == {"torch_compute_in_dsl"}
+
+
+def test_too_deep_to_scan_is_rejected_not_crashed():
+    src = "C = {}\ndef run(x):\n    return C[" + "+".join(["x.data_ptr()"] * 2000) + "]\n"
+    assert "unscannable" in rejects(src)
+
+
+def test_harness_import_rejected():
+    assert "harness_import" in rejects("from solbench.evaluate import timing\n")
+
+
+# --------------------------------------------------------------------------------------------
+# C / C++ / CUDA token scan
+
+
+@pytest.mark.parametrize("snippet,rule", [
+    ("#include <thread>\nvoid f() { std::thread t([]{}); t.detach(); }", "threading"),
+    ("void f() { pthread_create(&t, nullptr, work, nullptr); }", "threading"),
+    ("void f() { if (fork() == 0) { execvp(argv[0], argv); } }", "subprocess"),
+    ("void f() { std::system(cmd); popen(cmd, mode); }", "subprocess"),
+    ("void* h = dlopen(path, RTLD_NOW); auto g = dlsym(h, name);", "dynamic_code"),
+    ("#include <sys/socket.h>\nint s = socket(AF_INET, SOCK_STREAM, 0);", "network"),
+    ('int fd = open("/proc/self/mem", O_RDWR);', "process_memory"),
+    ("long r = ptrace(PTRACE_ATTACH, pid, 0, 0);", "process_memory"),
+    ("cudaStreamAttrValue a; a.accessPolicyWindow.num_bytes = n; a.accessPolicyWindow.hitRatio = 1.0f;", "persisting_l2"),
+    ("cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, bytes);", "persisting_l2"),
+    ("void f() { signal(SIGALRM, SIG_IGN); }", "signal_tamper"),
+    ('void f() { PyRun_SimpleString("import os"); }', "dynamic_code"),
+    ('void f() { auto m = py::module_::import("threading"); }', "threading"),
+    ('void f() { py::module_::import("time").attr("perf_counter") = py::cpp_function(g); }', "monkeypatching"),
+])
+def test_cpp_exploits(snippet, rule):
+    assert rule in rejects(snippet, language="cuda", path="k.cu")
+
+
+def test_cpp_comments_and_strings_are_ignored():
+    src = '/* std::thread t; fork(); */\n// dlopen("x")\nconst char* s = "socket( system( ptrace";\n'
+    assert scan(src, language="cuda", path="k.cu") == []
+
+
+def test_cpp_warnings_and_line_numbers():
+    src = "#include <cuda_runtime.h>\n\nvoid f() {\n  cudaStream_t s;\n  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);\n}\n"
+    fs = scan(src, language="cuda", path="k.cu")
+    assert [(f.rule, f.severity, f.line) for f in fs] == [("stream_creation", "warn", 5)]
+    paste = "#define CALL(name) cublas##name##Ex\n#define OK(x) (x)\n"
+    fs = scan(paste, language="cuda", path="k.cuh")
+    assert [(f.rule, f.severity, f.line) for f in fs] == [("token_paste", "warn", 1)]
+
+
+def test_cpp_forbidden_calls():
+    pol = Policy(forbid_calls=frozenset({"cublasGemmEx", "at::matmul", "torch.bmm"}))
+    src = "void f() {\n  cublasGemmEx(h, a, b);\n  auto c = at::matmul(a, b);\n  auto d = torch::bmm(a, b);\n}\n"
+    fs = scan(src, language="cuda", path="k.cu", policy=pol)
+    assert [(f.rule, f.line) for f in fs] == [("forbidden_call", 2), ("forbidden_call", 3), ("forbidden_call", 4)]
+    assert scan(src, language="cuda", path="k.cu") == []
+
+
+def test_cpp_embedded_in_python_is_scanned_at_the_right_line():
+    src = 'import torch\nSRC = """\n#include <thread>\nvoid f() { std::thread t(g); }\n"""\n'
+    fs = rejected(scan(src, language="cuda"))
+    assert {(f.rule, f.line) for f in fs} >= {("threading", 4)}
+
+
+def test_language_picks_the_scanner():
+    # a .cu file is never parsed as Python; an extensionless file of a triton solution is
+    assert rejects("import socket\n", language="triton", path="main") == {"network"}
+    assert rejects("int s = socket(1, 2, 3);", language="cuda", path="main") == {"network"}
+
+
+# --------------------------------------------------------------------------------------------
+# performance
+
+
+def test_scanning_a_2000_line_file_is_fast():
+    lines = HONEST_AUTOTUNED_MATMUL.splitlines()
+    blocks = []
+    i = 0
+    while sum(len(b.splitlines()) for b in blocks) < 2000:
+        blocks.append(HONEST_AUTOTUNED_MATMUL.replace("def run(", f"def run_{i}(").replace("_matmul", f"_matmul_{i}"))
+        i += 1
+    src = "\n".join(blocks)
+    assert len(src.splitlines()) >= 2000 > len(lines)
+    best, fs = _best_time(lambda: scan_sources([("big.py", src)], "triton"))
+    assert rejected(fs) == []
+    assert best < 0.1, f"scan took {best * 1000:.1f} ms"
+
+
+def test_scanning_a_2000_line_cuda_file_is_fast():
+    body = "\n".join(
+        f"__global__ void k{i}(const float* __restrict__ x, float* y, int n) {{ int i = blockIdx.x * blockDim.x"
+        f" + threadIdx.x; if (i < n) y[i] = x[i] * {i}.f; }}  // kernel {i}"
+        for i in range(2000)
+    )
+    best, fs = _best_time(lambda: scan_sources([("big.cu", body)], "cuda"))
+    assert fs == []
+    assert best < 0.05, f"scan took {best * 1000:.1f} ms"
+
+
+def _best_time(fn, runs: int = 3):
+    """Best CPU time of a few runs (CPU time, so other processes on a shared machine matter less)."""
+    best, out = float("inf"), None
+    for _ in range(runs):
+        t0 = time.process_time()
+        out = fn()
+        best = min(best, time.process_time() - t0)
+    return best, out

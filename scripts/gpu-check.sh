@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU check in one call: the main job on the starter suite, the GPU test set, benchmarks.
-# Usage: scripts/gpu-check.sh [stage ...]   stages: run tests bench ncu calibrate (default: run tests bench)
+# Usage: scripts/gpu-check.sh [stage ...]   stages: run tests bench ncu calibrate floor start
+#        (default: run tests bench). The first `run` on a fresh machine measures every baseline, torch.compile
+#        included (about 8 minutes for the starter suite): give it its own call (RUN_LIMIT=560), then the rest.
 # Every step is bounded by `timeout`, reads no stdin, and logs under $OUT (the device tool returns $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +34,7 @@ for stage in "${stages[@]}"; do
     calibrate) timeout 120 python3 -m solbench.cli calibrate --device cuda --db "$SOLBENCH_GPU_DB" </dev/null \
              2>&1 | tee "$OUT/calibrate.txt" ;;
     floor) timeout 120 python3 benchmarks/launch_floor.py </dev/null 2>&1 | tee "$OUT/floor.txt" ;;
+    start) timeout 120 python3 benchmarks/bench_worker_start.py --device cuda </dev/null 2>&1 | tee "$OUT/start.txt" ;;
     *) echo "unknown stage $stage"; continue ;;
   esac
   status[$stage]="rc=${PIPESTATUS[0]} $(( $(date +%s) - start ))s"

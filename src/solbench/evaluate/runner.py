@@ -71,6 +71,7 @@ class WorkerOutcome:
     fatal: dict[int, dict[str, Any]] = field(default_factory=dict)  # subject index -> compile error
     log: str = ""
     elapsed_s: float = 0.0
+    ready_s: float | None = None  # process start to "ready" (imports, build of the solution), first worker
 
     def for_subject(self, index: int) -> dict[str, dict[str, Any]]:
         return {uuid: r for (i, uuid), r in self.results.items() if i == index}
@@ -140,6 +141,7 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
             staged = next(sub["staged"] for sub in job["subjects"] if sub["kind"] == "solution")
             remount = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
             argv = _UNSHARE + ["sh", "-c", remount, "sh", staged] + argv
+        spawned = time.perf_counter()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
@@ -176,6 +178,8 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
                     outcome.environment = {k: v for k, v in msg.items() if k != "type"}
                 elif kind == "ready":
                     deadline = time.monotonic() + opts.workload_timeout_s
+                    if outcome.ready_s is None:
+                        outcome.ready_s = time.perf_counter() - spawned
                 elif kind == "workload":
                     key = (msg.get("subject"), msg.get("uuid"))
                     if key in pending:
@@ -384,7 +388,9 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         cand_job = _job(problem, [subject], [(0, u) for u in uuids], opts, seed)
         cand_job["env"] = candidate_env
         cand = run_worker(cand_job, opts, workdir)
-        env = cand.environment or {"device": opts.device}
+        env = dict(cand.environment or {"device": opts.device})
+        env["sandbox"] = "namespaces" if (opts.sandbox == "auto" and namespaces_available()) else "rlimits"
+        env["worker_ready_s"] = cand.ready_s
         base = measure_baselines(problem, uuids, opts, env, seed, workdir, store) if uuids else {}
         work = analyse(problem, uuids)
     finally:

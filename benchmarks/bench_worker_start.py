@@ -1,0 +1,45 @@
+"""How long until a fresh candidate process is ready (Python start, imports, device context, the solution's
+import; no kernel compilation), with and without the namespace sandbox. Target (issue 3): under 3 s.
+
+Usage: python benchmarks/bench_worker_start.py [--device cpu|cuda] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+from solbench.evaluate.runner import EvalOptions, evaluate, namespaces_available
+from solbench.problems.problem import load_problem
+from solbench.problems.solution import load_solution
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    problem = load_problem(ROOT / "tests" / "fixtures" / "problems" / "axpy")
+    sol = load_solution(ROOT / "tests" / "fixtures" / "problems" / "axpy" / "solutions" / "torch_ok.py", problem.name)
+    workload = next(w.uuid for w in problem.workloads if w.runs_on(args.device))
+    modes = ["auto", "none"] if namespaces_available() else ["none"]
+    for mode in modes:
+        ready, total = [], []
+        for _ in range(args.repeats):
+            ev = evaluate(problem, sol, EvalOptions(device=args.device, baselines=(), time_candidate=False,
+                                                    workloads=[workload], sandbox=mode))
+            ready.append(ev.environment["worker_ready_s"])
+            total.append(ev.elapsed_s)
+        label = "namespaces" if mode == "auto" else "no namespaces"
+        print(f"{args.device} {label:14s} ready median {statistics.median(ready):.2f} s (min {min(ready):.2f}, "
+              f"max {max(ready):.2f}); whole one-workload evaluation median {statistics.median(total):.2f} s "
+              f"over {args.repeats} runs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

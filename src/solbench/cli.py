@@ -159,6 +159,7 @@ def eval_cmd(
     draws: int = typer.Option(5, min=1, help="correctness draws per workload"),
     replay: Optional[int] = typer.Option(None, help="re-run a stored evaluation's first failure with its seed"),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
+    heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes from the axis ranges"),
     quiet: bool = typer.Option(False, help="no progress lines"),
 ) -> None:
     """Evaluate one solution on one problem: correctness, timing, baselines, SOL score."""
@@ -176,8 +177,11 @@ def eval_cmd(
             raise UserError(f"evaluation {replay} has no failing workload to replay")
         prob = load_problem(ev.problem_dir)
         sol = Solution.model_validate_json(solution_json)
+        # held-out shapes are redrawn from the stored seed (the draw is deterministic given seed and count)
+        n_heldout = sum(1 for w in ev.workloads if w.uuid.startswith("heldout-"))
         opts = EvalOptions(device=_device(device if device != "auto" else ev.device), seed=ev.seed, draws=draws,
-                           workloads=[failing[0].uuid], baselines=(), time_candidate=False,
+                           workloads=[failing[0].uuid] if not failing[0].uuid.startswith("heldout-") else None,
+                           baselines=(), time_candidate=False, heldout=n_heldout,
                            progress=_progress_printer(not quiet and not as_json))
     else:
         if problem is None or solution is None:
@@ -185,13 +189,14 @@ def eval_cmd(
         prob = load_problem(problem)
         sol = load_solution(solution, prob.name)
         opts = EvalOptions(device=_device(device), draws=draws, workloads=list(workload) if workload else None,
-                           use_baseline_cache=not no_cache, progress=_progress_printer(not quiet and not as_json))
+                           use_baseline_cache=not no_cache, heldout=heldout,
+                           progress=_progress_printer(not quiet and not as_json))
     if hardware:
         opts.hardware = get_hardware(hardware)
     ev = evaluate(prob, sol, opts, store=store if replay is None else None)
     if replay is not None:
-        original = next(w for w in store.evaluation(replay)[0].workloads if w.uuid == opts.workloads[0])
-        again = ev.workloads[0]
+        original = failing[0]
+        again = next((w for w in ev.workloads if w.uuid == original.uuid), ev.workloads[0])
         reproduced = again.verdict == original.verdict
         if as_json:
             print(json.dumps({"replayed": replay, "reproduced": reproduced, **ev.public()}, indent=2, default=str))
@@ -221,6 +226,7 @@ def run(
     as_json: bool = typer.Option(False, "--json"),
     draws: int = typer.Option(5, min=1),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
+    heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes per problem"),
     quiet: bool = typer.Option(False),
 ) -> None:
     """The main job: evaluate every problem's example solutions against baselines and SOL."""
@@ -250,7 +256,7 @@ def run(
             progress.update(task, description=f"{prob.name} / {path.name}")
             sol = load_solution(path, prob.name)
             opts = EvalOptions(device=dev, draws=draws, hardware=hw, calibrated=calibrated,
-                               use_baseline_cache=not no_cache)
+                               use_baseline_cache=not no_cache, heldout=heldout)
             evaluations.append(evaluate(prob, sol, opts, store=store, run_id=run_id))
             progress.advance(task)
     store.finish_run(run_id)

@@ -10,6 +10,7 @@ takes the remaining workloads.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -34,6 +35,7 @@ from solbench.problems.problem import Problem
 from solbench.problems.solution import Solution
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+HELDOUT_PREFIX = "heldout-"
 _KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
              "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
              "NVSHMEM_DISABLE_NVLS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "VIRTUAL_ENV", "SOLBENCH_EXTRA_PATH")
@@ -61,6 +63,7 @@ class EvalOptions:
     max_file_bytes: int = 4 << 30  # RLIMIT_FSIZE for candidates
     max_address_space_bytes: int = 64 << 30  # RLIMIT_AS for CPU candidates (CUDA reserves more: not set there)
     static_checks: bool = True  # scan the sources before running anything (off only to test the dynamic layer)
+    heldout: int = 0  # extra workloads per problem drawn from the axis ranges with the run's secret seed
 
 
 @dataclass
@@ -331,6 +334,8 @@ def _job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int
         "time": opts.time_candidate,
         "llc_bytes": llc,
         "input_sets": opts.input_sets,
+        # held-out workloads exist only for this run: the worker learns them from the job, not from disk
+        "extra_workloads": [w.model_dump() for w in problem.workloads if w.uuid.startswith(HELDOUT_PREFIX)],
     }
     return job
 
@@ -366,6 +371,13 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
     if opts.hardware is None:
         opts.hardware = detect(opts.device)
     seed = opts.seed if opts.seed is not None else secrets.randbits(63)
+    if opts.heldout:
+        from solbench.problems.heldout import draw_heldout
+
+        extra = draw_heldout(problem, opts.heldout, seed ^ 0x5EED, opts.device)
+        public = _select_workloads(problem, opts)
+        problem = dataclasses.replace(problem, workloads=list(problem.workloads) + extra)
+        opts = dataclasses.replace(opts, workloads=public + [w.uuid for w in extra])
     uuids = _select_workloads(problem, opts)
     findings = static_findings(problem, solution, language.name) if opts.static_checks else []
     if any(f.severity == "reject" for f in findings):

@@ -74,6 +74,10 @@ def main(job_path: str, fd: int) -> int:
     from solbench.problems.problem import load_problem
 
     problem = load_problem(job["problem_dir"])
+    if job.get("extra_workloads"):
+        from solbench.problems.workload import Workload
+
+        problem.workloads.extend(Workload.model_validate(x) for x in job["extra_workloads"])
     definition = problem.definition
     tf32 = bool(definition.allow_tf32)
     torch.backends.cuda.matmul.allow_tf32 = tf32

@@ -1,0 +1,83 @@
+"""Held-out shapes: extra workloads drawn per run from a definition's valid axis ranges.
+
+A solution hard-coded to the public workload sizes fails on shapes it has never
+seen. For each draw, every variable axis gets a value from its declared range
+(``min``/``max`` on the axis; without one, the span of the public workloads of
+the same device class), log-uniformly, nudged to an odd, non-power-of-two value
+when the definition accepts one. A draw is kept only if the definition's
+constraints hold and the reference traces at that shape on fake tensors (no
+memory is used), so a held-out shape never makes a correct solution fail. Sizes
+stay near the public workloads of the device class (a CPU draw is no larger than
+a few times the CPU workload), and the drawn workloads are recorded with the
+results, never written into the problem's files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+
+from solbench.problems.definition import AxisVar
+from solbench.problems.problem import Problem
+from solbench.problems.workload import Workload
+
+
+def _templates(problem: Problem, device: str) -> list[Workload]:
+    want = "cpu" if device == "cpu" else "gpu"
+    same = [w for w in problem.workloads if w.device in (want, "any")]
+    return same or list(problem.workloads)
+
+
+def _bounds(problem: Problem, axis: str, templates: list[Workload], device: str) -> tuple[int, int]:
+    values = [w.axes[axis] for w in templates if axis in w.axes] or [1]
+    spec = problem.definition.axes[axis]
+    lo_decl = spec.min if isinstance(spec, AxisVar) and spec.min is not None else None
+    hi_decl = spec.max if isinstance(spec, AxisVar) and spec.max is not None else None
+    # stay near the public sizes of this device class (half the smallest to twice the largest), within the
+    # declared range: a held-out shape tests generality, not the machine's memory
+    lo = max(lo_decl or 1, max(1, min(values) // 2))
+    hi = max(values) * 2
+    if hi_decl is not None:
+        hi = min(hi, hi_decl)
+    return lo, max(lo, hi)
+
+
+def _oddish(value: int, lo: int, hi: int) -> int:
+    """Prefer an odd, non-power-of-two value near ``value``."""
+    for candidate in (value | 1, value + 1, value - 1, value):
+        if lo <= candidate <= hi and candidate & (candidate - 1):
+            return candidate
+    return value
+
+
+def draw_heldout(problem: Problem, count: int, seed: int, device: str, max_tries: int = 40) -> list[Workload]:
+    """``count`` new workloads for ``device``, reproducible from ``seed``."""
+    from solbench.analysis.roofline import count_work
+
+    rng = random.Random(seed)
+    templates = _templates(problem, device)
+    var_axes = problem.definition.var_axes
+    drawn: list[Workload] = []
+    tries = 0
+    while len(drawn) < count and tries < max_tries * max(count, 1):
+        tries += 1
+        template = rng.choice(templates)
+        axes = {}
+        for axis in var_axes:
+            lo, hi = _bounds(problem, axis, templates, device)
+            raw = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi + 1))))) if hi > lo else lo
+            raw = min(max(raw, lo), hi)
+            axes[axis] = _oddish(raw, lo, hi) if rng.random() < 0.8 else raw
+        if any(axes == w.axes for w in problem.workloads) or any(axes == w.axes for w in drawn):
+            continue
+        key = hashlib.sha256(f"{problem.name}:{sorted(axes.items())}".encode()).hexdigest()[:10]
+        w = template.model_copy(update={"uuid": f"heldout-{key}", "axes": axes,
+                                        "label": f"held-out {' '.join(f'{k}={v}' for k, v in axes.items())}"})
+        try:
+            problem.definition.resolve_axes(axes)
+            count_work(problem, w)  # the reference must trace at this shape (fake tensors, no memory)
+        except Exception:
+            continue
+        drawn.append(w)
+    return drawn

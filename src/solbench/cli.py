@@ -45,13 +45,18 @@ def _progress_printer(enabled: bool):
 def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="print a JSON list"),
     family: Optional[str] = typer.Option(None, help="only this family"),
-    suite: str = typer.Option("starter", help="suite name (starter, or a family name)"),
+    suite: str = typer.Option("starter", help="suite: starter, full, a family name, or a tag such as source:aten"),
+    source: Optional[str] = typer.Option(None, help="only this source: aten, serving, blas"),
+    model: Optional[str] = typer.Option(None, help="only problems whose sizes come from this model"),
+    precision: Optional[str] = typer.Option(None, help="only this precision: bf16, fp16, fp32, fp8"),
     tag: Optional[List[str]] = typer.Option(None, help="only problems with this tag (repeatable)"),
 ) -> None:
     """List bundled problems."""
     from solbench.problems.suite import select_problems
 
-    problems = select_problems(suite=suite, family=family, tags=tag or [])
+    tags = list(tag or [])
+    tags += [f"{k}:{v}" for k, v in (("source", source), ("model", model), ("precision", precision)) if v]
+    problems = select_problems(suite=suite, family=family, tags=tags)
     rows = [{"name": p.name, "family": p.family, "tags": p.definition.tags, "workloads": len(p.workloads),
              "path": str(p.directory), "description": p.definition.description} for p in problems]
     if as_json:
@@ -84,6 +89,31 @@ def show(
     from solbench.report.table import sol_table
 
     out.print(sol_table(report))
+
+
+@app.command()
+def check(
+    problem: Optional[List[str]] = typer.Argument(None, help="problem names or directories (default: the suite)"),
+    suite: str = typer.Option("full", help="suite to check when no problem is named"),
+    device: str = typer.Option("cpu", help="cpu or cuda: which workloads to check"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """The degenerate-task filter: no problem may be passable by zeros, a constant, an input or ignoring an input."""
+    from solbench.problems.degenerate import check_problem
+    from solbench.problems.problem import load_problem
+    from solbench.problems.suite import select_problems
+
+    dev = _device(device)
+    problems = [load_problem(p) for p in problem] if problem else select_problems(suite=suite)
+    findings = [f for p in problems for f in check_problem(p, "cpu" if dev == "cpu" else dev)]
+    if as_json:
+        print(json.dumps([f.__dict__ for f in findings], indent=2))
+    else:
+        for f in findings:
+            out.print(f"{f.problem} / {f.workload}: {f.code}: {f.detail}", markup=False)
+        out.print(f"{len(problems)} problems checked, {len(findings)} findings")
+    if findings:
+        raise typer.Exit(1)
 
 
 @app.command("hardware")

@@ -17,9 +17,9 @@ def select_problems(suite: str = "starter", family: str | None = None, tags: lis
     problems = all_problems()
     families = sorted({p.family for p in problems})
     if suite in SUITES:
-        # every bundled problem carries the tag of the smallest suite it belongs to; starter is in full
+        # starter problems carry the tag suite:starter; full is every bundled problem
         if suite == "starter":
-            problems = [p for p in problems if "suite:starter" in p.definition.tags or not p.definition.tag_value("suite")]
+            problems = [p for p in problems if "suite:starter" in p.definition.tags]
     elif suite in families:
         problems = [p for p in problems if p.family == suite]
     elif ":" in suite:
@@ -31,5 +31,8 @@ def select_problems(suite: str = "starter", family: str | None = None, tags: lis
             raise UserError(f"unknown family {family!r}; known: {', '.join(families)}")
         problems = [p for p in problems if p.family == family]
     for tag in tags or []:
-        problems = [p for p in problems if tag in p.definition.tags or any(t.startswith(tag) for t in p.definition.tags)]
+        if ":" in tag:  # key:value matches that tag exactly, or a value that starts with it (model:llama-3.1)
+            problems = [p for p in problems if any(t == tag or t.startswith(tag) for t in p.definition.tags)]
+        else:
+            problems = [p for p in problems if any(t == tag or t.split(":", 1)[-1] == tag for t in p.definition.tags)]
     return problems

@@ -1,0 +1,112 @@
+"""The degenerate-task filter: a problem must not be passable without computing it.
+
+For a workload, the reference runs on inputs from several seeds (trusted code,
+in-process). A problem is flagged when, under its own tolerances:
+
+- ``constant_output``: all zeros, the output's mean, or the output of another
+  seed passes the correctness check (softmax over a 128k vocabulary gives about
+  1e-5 per element: zeros would pass an atol of 1e-2);
+- ``input_passthrough``: returning an input of the output's shape and dtype passes;
+- ``insensitive_input``: redrawing one input (the others fixed) leaves the output
+  within tolerance, so that input could be ignored (deterministic roles such as
+  causal masks and constants are skipped; scalars are not redrawn).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from solbench.evaluate.correctness import compare_output, tolerance_for
+from solbench.problems.inputs import infer_role, make_inputs, torch_dtype
+from solbench.problems.modules import entry, module_from_source
+from solbench.problems.problem import Problem
+from solbench.problems.workload import Workload
+
+_FIXED_ROLES = {"causal_mask", "zeros", "ones"}
+
+
+@dataclass
+class Finding:
+    problem: str
+    workload: str
+    code: str
+    detail: str
+
+
+def _outputs(run, inputs: list[Any]) -> list[Any]:
+    out = run(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+    return list(out) if isinstance(out, (tuple, list)) else ([] if out is None else [out])
+
+
+def _upcast(inputs: list[Any]) -> list[Any]:
+    return [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+
+
+def check_workload(problem: Problem, workload: Workload, device: str = "cpu", seed: int = 1234) -> list[Finding]:
+    d = problem.definition
+    module = module_from_source(problem.reference_source, f"solbench_degenerate_{problem.name}")
+    run = entry(module, "run")
+    custom = getattr(module, d.custom_inputs_entrypoint) if d.custom_inputs_entrypoint else None
+    out_specs = list(d.outputs.items())
+    found: list[Finding] = []
+
+    def inputs_for(s: int) -> list[Any]:
+        return make_inputs(d, workload, s, device, problem.directory, custom)
+
+    def passes(candidate: torch.Tensor, idx: int, ref: Any, anchor: Any) -> bool:
+        name, spec = out_specs[idx]
+        tol = tolerance_for(spec.dtype, d.tolerance, workload.tolerance, tf32=d.allow_tf32)
+        return compare_output(name, candidate, ref, anchor, torch_dtype(spec.dtype), tol).ok
+
+    base = inputs_for(seed)
+    with torch.no_grad():
+        ref = _outputs(run, base)
+        anchor = _outputs(run, _upcast(base))
+        other = _outputs(run, inputs_for(seed + 1))
+    for i, (name, _spec) in enumerate(out_specs[: len(ref)]):
+        r = ref[i]
+        if not isinstance(r, torch.Tensor) or r.numel() == 0:
+            continue
+        a = anchor[i]
+        shortcuts: dict[str, torch.Tensor] = {"zeros": torch.zeros_like(r), "another seed's output": other[i]}
+        if r.is_floating_point():
+            shortcuts["the mean"] = torch.full_like(r, float(r.double().mean()))
+        for label, fake in shortcuts.items():
+            if isinstance(fake, torch.Tensor) and fake.shape == r.shape and fake.dtype == r.dtype \
+                    and passes(fake, i, r, a):
+                found.append(Finding(problem.name, workload.uuid, "constant_output",
+                                     f"output {name}: returning {label} passes the check"))
+                break
+        for in_name, x in zip(d.inputs, base):
+            if isinstance(x, torch.Tensor) and x.shape == r.shape and x.dtype == r.dtype and passes(x.clone(), i, r, a):
+                found.append(Finding(problem.name, workload.uuid, "input_passthrough",
+                                     f"output {name}: returning input {in_name} passes the check"))
+    # sensitivity: redraw one input at a time
+    with torch.no_grad():
+        for k, (in_name, spec) in enumerate(d.inputs.items()):
+            if spec.shape is None or infer_role(in_name, spec) in _FIXED_ROLES or d.custom_inputs_entrypoint:
+                continue
+            redrawn = inputs_for(seed + 100 + k)
+            mixed = list(base)
+            mixed[k] = redrawn[k]
+            if isinstance(base[k], torch.Tensor) and torch.equal(base[k], mixed[k]):
+                continue  # this input does not vary with the seed (a deterministic role)
+            try:
+                changed = _outputs(run, mixed)
+            except Exception:
+                continue  # some inputs are only valid together (lengths and tables); not a degenerate sign
+            if all(isinstance(c, torch.Tensor) and passes(c, i, ref[i], anchor[i])
+                   for i, c in enumerate(changed[: len(ref)]) if isinstance(ref[i], torch.Tensor)):
+                found.append(Finding(problem.name, workload.uuid, "insensitive_input",
+                                     f"redrawing input {in_name} leaves every output within tolerance"))
+    return found
+
+
+def check_problem(problem: Problem, device: str = "cpu") -> list[Finding]:
+    found: list[Finding] = []
+    for w in problem.workloads_for(device):
+        found.extend(check_workload(problem, w, device))
+    return found

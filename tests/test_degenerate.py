@@ -1,0 +1,25 @@
+"""The degenerate-task filter over the whole bundled suite (CPU workloads), and on a fixture that must trip it."""
+
+import pytest
+
+from conftest import AXPY, FIXTURES
+from solbench.problems.degenerate import check_problem
+from solbench.problems.problem import load_problem
+from solbench.problems.suite import select_problems
+
+
+def test_filter_catches_a_degenerate_problem():
+    found = check_problem(load_problem(FIXTURES / "problems" / "vocab_softmax_loose"))
+    codes = {f.code for f in found}
+    assert "constant_output" in codes  # zeros pass an atol of 1e-2 when every probability is ~1e-5
+    assert "insensitive_input" in codes  # `unused` does not matter
+
+
+def test_filter_passes_an_honest_problem():
+    assert check_problem(load_problem(AXPY)) == []
+
+
+@pytest.mark.parametrize("problem", select_problems("full"), ids=lambda p: p.name)
+def test_bundled_problem_is_not_degenerate(problem):
+    found = check_problem(problem, "cpu")
+    assert not found, [f"{f.workload}: {f.code}: {f.detail}" for f in found]

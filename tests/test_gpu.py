@@ -129,3 +129,14 @@ def test_read_flush_evicts_l2():
     hot, cold = timed(False), timed(True)
     # measured on the H200 here (2026-11-30): 10.4 us hot, 12.4 us after the read flush
     assert cold > hot * 1.1, (hot, cold)
+
+
+@pytest.mark.parametrize("problem", _suite(), ids=lambda p: p.name)
+def test_gpu_workloads_are_not_degenerate(problem):
+    """The degenerate-task filter on each problem's smallest GPU workload, on the GPU."""
+    from solbench.analysis.roofline import count_work
+    from solbench.problems.degenerate import check_workload
+
+    smallest = min(problem.workloads_for("cuda"), key=lambda w: count_work(problem, w).bytes)
+    found = check_workload(problem, smallest, "cuda")
+    assert not found, [f"{f.code}: {f.detail}" for f in found]

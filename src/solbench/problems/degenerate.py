@@ -110,3 +110,37 @@ def check_problem(problem: Problem, device: str = "cpu") -> list[Finding]:
     for w in problem.workloads_for(device):
         found.extend(check_workload(problem, w, device))
     return found
+
+
+def reference_self_check(problem: Problem, workload: Workload, device: str = "cpu", seed: int = 99) -> str | None:
+    """None when the reference produces what the definition declares, else what is wrong.
+
+    The native run must return the declared outputs (count, shapes, dtypes), free of NaN; the
+    float64-anchor run (every floating input upcast) must stay float64, so the anchor is a real reference.
+    """
+    d = problem.definition
+    module = module_from_source(problem.reference_source, f"solbench_selfcheck_{problem.name}")
+    run = entry(module, "run")
+    custom = getattr(module, d.custom_inputs_entrypoint) if d.custom_inputs_entrypoint else None
+    base = make_inputs(d, workload, seed, device, problem.directory, custom)
+    axes = d.resolve_axes(workload.axes)
+    with torch.no_grad():
+        ref = _outputs(run, base)
+        anchor = _outputs(run, _upcast(base))
+    if len(ref) != len(d.outputs):
+        return f"returns {len(ref)} outputs, the definition declares {len(d.outputs)}"
+    for (name, spec), r, a in zip(d.outputs.items(), ref, anchor):
+        if spec.shape is None:
+            continue
+        if not isinstance(r, torch.Tensor):
+            return f"output {name} is a {type(r).__name__}, not a tensor"
+        if tuple(r.shape) != d.shape_of(spec, axes):
+            return f"output {name} has shape {tuple(r.shape)}, declared {d.shape_of(spec, axes)}"
+        if r.dtype != torch_dtype(spec.dtype):
+            return f"output {name} has dtype {r.dtype}, declared {spec.dtype}"
+        if r.is_floating_point():
+            if bool(torch.isnan(r.to(torch.float64)).any()):  # +-inf can be legitimate (masked scores)
+                return f"output {name} has NaN"
+            if not isinstance(a, torch.Tensor) or a.dtype != torch.float64:
+                return f"the float64 anchor of {name} is {getattr(a, 'dtype', type(a))}: the reference downcasts"
+    return None

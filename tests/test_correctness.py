@@ -74,3 +74,45 @@ def test_layered_tolerance():
     t = tolerance_for("bfloat16", Tolerance(atol=1e-6), None)
     assert t.atol == 1e-6 and t.rtol == 1.6e-2
     assert tolerance_for("float32", tf32=True).rtol > tolerance_for("float32").rtol
+
+
+def _tol(dtype):
+    return tolerance_for(str(dtype).split(".")[-1])
+
+
+def test_compare_mode_set_ignores_order_along_dim():
+    from solbench.evaluate.correctness import compare
+
+    ref = torch.arange(12).reshape(3, 4)
+    got = ref.flip(-1)
+    assert not compare([got], [ref], [ref], ["ids"], [torch.int64], [_tol(torch.int64)]).ok
+    assert compare([got], [ref], [ref], ["ids"], [torch.int64], [_tol(torch.int64)], [{"mode": "set"}]).ok
+    got[0, 0] = 99
+    assert not compare([got], [ref], [ref], ["ids"], [torch.int64], [_tol(torch.int64)], [{"mode": "set"}]).ok
+
+
+def test_compare_mode_fp8_within_one_step():
+    from solbench.evaluate.correctness import compare
+
+    ref = torch.tensor([1.0, 1.125, -3.0, 0.5]).to(torch.float8_e4m3fn)
+    one_up = torch.tensor([1.125, 1.25, -3.25, 0.5625]).to(torch.float8_e4m3fn)  # one e4m3 step each
+    two_up = torch.tensor([1.25, 1.25, -3.0, 0.5]).to(torch.float8_e4m3fn)
+    mode = [{"mode": "fp8_ulp", "ulps": 1}]
+    tol = [_tol(torch.float8_e4m3fn)]
+    assert compare([one_up], [ref], [ref.double()], ["q"], [torch.float8_e4m3fn], tol, mode).ok
+    assert not compare([two_up], [ref], [ref.double()], ["q"], [torch.float8_e4m3fn], tol, mode).ok
+
+
+def test_compare_mode_indices_of_accepts_ties_and_rejects_wrong_picks():
+    from solbench.evaluate.correctness import compare
+
+    x = torch.tensor([[0.5, 3.0, 3.0, 1.0]])
+    vals, idx = torch.topk(x, 2)
+    tie = torch.tensor([[2, 1]])  # the same two values, picked in the other order
+    wrong = torch.tensor([[1, 3]])
+    modes = [None, {"mode": "indices_of", "values": "values", "input": "x", "dim": -1}]
+    dts = [torch.float32, torch.int64]
+    tols = [_tol(torch.float32), _tol(torch.int64)]
+    anchors = [vals.double(), idx]
+    assert compare([vals, tie], [vals, idx], anchors, ["values", "indices"], dts, tols, modes, {"x": x}).ok
+    assert not compare([vals, wrong], [vals, idx], anchors, ["values", "indices"], dts, tols, modes, {"x": x}).ok

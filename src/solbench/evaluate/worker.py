@@ -145,6 +145,7 @@ def main(job_path: str, fd: int) -> int:
         tols = [tolerance_for(spec.dtype, definition.tolerance, w.tolerance, tf32=tf32) for _, spec in out_specs]
         tols += [tolerance_for(definition.inputs[n].dtype, definition.tolerance, w.tolerance, tf32=tf32) for n in inplace]
         names = [n for n, _ in out_specs] + inplace
+        modes = [spec.compare for _, spec in out_specs] + [None] * len(inplace)
         dtypes = [torch_dtype(s.dtype) for _, s in out_specs] + [torch_dtype(definition.inputs[n].dtype) for n in inplace]
         result: dict[str, Any] = {"type": "workload", "subject": subject_index, "uuid": uuid, "verdict": "passed", "reasons": [],
                                   "interpreted": interpreted}
@@ -247,13 +248,13 @@ def main(job_path: str, fd: int) -> int:
                 except Exception as exc:
                     result.update(verdict="invalid_reference", reasons=["reference_failed"], message=_short_tb(exc))
                     break
-                check = compare(got, ref, anchor, names, dtypes, tols)
+                check = compare(got, ref, anchor, names, dtypes, tols, modes, dict(zip(input_names, base)))
                 if untrusted and d == 0:
                     # candidate-reference-candidate: a second call after the reference ran must agree
                     again_in = [_clone(x) for x in base]
                     again, failed = run_candidate(again_in)
                     if failed is None:
-                        check2 = compare(again, ref, anchor, names, dtypes, tols)
+                        check2 = compare(again, ref, anchor, names, dtypes, tols, modes, dict(zip(input_names, base)))
                         if check2.ok and not check.ok:
                             hack(["stale_memory"], "wrong before the reference ran, right after it: the output "
                                                    "came from memory the reference left behind")
@@ -308,7 +309,7 @@ def main(job_path: str, fd: int) -> int:
                         anc_in = [_upcast(x, torch) for x in given]
                         anchor = _as_list(reference(*anc_in)) + [anc_in[input_names.index(n)] for n in inplace]
                         got = list(kept.outputs) + [kept.inputs_after[input_names.index(n)] for n in inplace]
-                        recheck = compare(got, ref, anchor, names, dtypes, tols)
+                        recheck = compare(got, ref, anchor, names, dtypes, tols, modes, dict(zip(input_names, given)))
                         if not recheck.ok:
                             codes.append("output_recheck")
                             result["message"] = f"timed call {kept.call} re-checked: {recheck.reason}"

@@ -7,7 +7,7 @@ SOL overrides, TF32 opt-in) sit beside them. Unknown fields are kept.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -89,6 +89,11 @@ class TensorSpec(BaseModel):
     range: list[float | int | str] | None = None
     #: solbench: the axis that is the fan-in of a ``weight`` (default: the last one).
     fan_in: str | None = None
+    #: solbench, outputs only: how to compare where elementwise closeness is the wrong test:
+    #: {"mode": "indices_of", "values": OUTPUT, "input": INPUT, "dim": -1} (top-k/sort indices: any indices that
+    #: pick the right values pass, so ties are fine); {"mode": "set", "dim": -1} (order along dim does not
+    #: matter); {"mode": "fp8_ulp", "ulps": 1} (fp8 outputs within N steps of the reference's value)
+    compare: dict[str, Any] | None = None
 
     @field_validator("dtype")
     @classmethod
@@ -163,6 +168,13 @@ class Definition(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> "Definition":
         axis_names = set(self.axes)
+        for oname, spec in self.outputs.items():
+            mode = (spec.compare or {}).get("mode")
+            if spec.compare is not None and mode not in ("indices_of", "set", "fp8_ulp"):
+                raise ValueError(f"output {oname!r}: unknown compare mode {mode!r}")
+            if mode == "indices_of" and (spec.compare.get("values") not in self.outputs
+                                         or spec.compare.get("input") not in self.inputs):
+                raise ValueError(f"output {oname!r}: indices_of needs 'values' (an output) and 'input' (an input)")
         for kind, specs in (("input", self.inputs), ("output", self.outputs)):
             for tname, spec in specs.items():
                 for ax in spec.shape or []:

@@ -299,6 +299,37 @@ def run(
     out.print(run_summary(evaluations, run_id, db))
 
 
+import_app = typer.Typer(help="Convert other benchmarks' problems (files you point at) into solbench problems.",
+                         no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("kernelbench")
+def import_kernelbench_cmd(
+    path: Path = typer.Argument(..., help="a KernelBench problem file, or a directory of them"),
+    out_dir: Path = typer.Option(..., "--out", help="where to write the problem directories"),
+) -> None:
+    """KernelBench problem files (Model / get_inputs / get_init_inputs)."""
+    from solbench.problems.importers import import_kernelbench
+
+    if not path.exists():
+        raise UserError(f"not found: {path}")
+    for d in import_kernelbench(path, out_dir):
+        out.print(str(d), markup=False)
+
+
+@import_app.command("flashinfer-trace")
+def import_flashinfer_cmd(
+    path: Path = typer.Argument(..., help="a FlashInfer-Trace dataset or SOL-ExecBench problem directories"),
+    out_dir: Path = typer.Option(..., "--out", help="where to write the problem directories"),
+) -> None:
+    """FlashInfer-Trace / SOL-ExecBench definitions and workloads (safetensors inputs included)."""
+    from solbench.problems.importers import import_flashinfer_trace
+
+    for d in import_flashinfer_trace(path, out_dir):
+        out.print(str(d), markup=False)
+
+
 @app.command()
 def export(
     db: Path = DbOption,

@@ -162,7 +162,7 @@ def child_processes() -> list[int]:
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
 
 
 def mutated_inputs(pristine: list[Any], used: list[Any], names: list[str], allowed: set[str]) -> list[str]:

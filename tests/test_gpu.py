@@ -131,12 +131,21 @@ def test_read_flush_evicts_l2():
     assert cold > hot * 1.1, (hot, cold)
 
 
-@pytest.mark.parametrize("problem", _suite(), ids=lambda p: p.name)
-def test_gpu_workloads_are_not_degenerate(problem):
-    """The degenerate-task filter on each problem's smallest GPU workload, on the GPU."""
-    from solbench.analysis.roofline import count_work
-    from solbench.problems.degenerate import check_workload
+def _full():
+    from solbench.problems.suite import select_problems
 
-    smallest = min(problem.workloads_for("cuda"), key=lambda w: count_work(problem, w).bytes)
-    found = check_workload(problem, smallest, "cuda")
+    return select_problems("full")
+
+
+@pytest.mark.parametrize("problem", _full(), ids=lambda p: p.name)
+def test_reference_on_the_gpu_is_sound_and_not_degenerate(problem):
+    """Every bundled problem on the GPU: the reference gives the declared outputs with a float64 anchor on its
+    largest GPU workload, and the degenerate-task filter passes on its smallest."""
+    from solbench.analysis.roofline import count_work
+    from solbench.problems.degenerate import check_workload, reference_self_check
+
+    by_size = sorted(problem.workloads_for("cuda"), key=lambda w: count_work(problem, w).bytes)
+    assert reference_self_check(problem, by_size[-1], "cuda") is None
+    found = check_workload(problem, by_size[0], "cuda")
     assert not found, [f"{f.code}: {f.detail}" for f in found]
+    torch.cuda.empty_cache()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import re
 
 from solbench.problems.definition import AxisVar
 from solbench.problems.problem import Problem
@@ -51,6 +52,19 @@ def _oddish(value: int, lo: int, hi: int) -> int:
     return value
 
 
+_MULTIPLE = re.compile(r"^\s*(\w+)\s*%\s*(\d+)\s*==\s*0\s*$")
+
+
+def _multiples(problem: Problem) -> dict[str, int]:
+    """Axes a constraint says must be multiples of m (``"K % 128 == 0"``)."""
+    out: dict[str, int] = {}
+    for c in problem.definition.constraints or []:
+        m = _MULTIPLE.match(c)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
 def draw_heldout(problem: Problem, count: int, seed: int, device: str, max_tries: int = 40) -> list[Workload]:
     """``count`` new workloads for ``device``, reproducible from ``seed``."""
     from solbench.analysis.roofline import count_work
@@ -58,6 +72,7 @@ def draw_heldout(problem: Problem, count: int, seed: int, device: str, max_tries
     rng = random.Random(seed)
     templates = _templates(problem, device)
     var_axes = problem.definition.var_axes
+    multiples = _multiples(problem)
     drawn: list[Workload] = []
     tries = 0
     while len(drawn) < count and tries < max_tries * max(count, 1):
@@ -68,7 +83,13 @@ def draw_heldout(problem: Problem, count: int, seed: int, device: str, max_tries
             lo, hi = _bounds(problem, axis, templates, device)
             raw = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi + 1))))) if hi > lo else lo
             raw = min(max(raw, lo), hi)
-            axes[axis] = _oddish(raw, lo, hi) if rng.random() < 0.8 else raw
+            if axis in multiples:  # an odd number of blocks: off the power-of-two sizes, still valid
+                m = multiples[axis]
+                blocks = max(1, raw // m)
+                blocks = blocks | 1 if (blocks | 1) * m <= hi else blocks
+                axes[axis] = max(blocks * m, m * -(-lo // m))
+            else:
+                axes[axis] = _oddish(raw, lo, hi) if rng.random() < 0.8 else raw
         if any(axes == w.axes for w in problem.workloads) or any(axes == w.axes for w in drawn):
             continue
         key = hashlib.sha256(f"{problem.name}:{sorted(axes.items())}".encode()).hexdigest()[:10]

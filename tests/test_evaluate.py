@@ -119,7 +119,8 @@ def test_in_place_inputs_are_judged_like_outputs():
     from solbench.problems.problem import load_problem
 
     kv = load_problem(FIXTURES / "problems" / "kv_write")
-    assert run(kv, "kv_ok.py", time_candidate=False).verdict == "passed"
+    ok = run(kv, "kv_ok.py")  # timed too: the re-check of timed calls must handle a call that returns nothing
+    assert ok.verdict == "passed" and ok.workloads[0].time_ms, ok.workloads[0].message
     bad = run(kv, "kv_skip.py", time_candidate=False)
     assert bad.verdict == "incorrect_numerical" and bad.workloads[0].failure["worst"]["output"] == "cache"
     # the bound counts the rows written (and the new rows and slots read), not the whole cache

@@ -36,9 +36,12 @@ class Finding:
     detail: str
 
 
-def _outputs(run, inputs: list[Any]) -> list[Any]:
-    out = run(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-    return list(out) if isinstance(out, (tuple, list)) else ([] if out is None else [out])
+def _outputs(run, inputs: list[Any], inplace: tuple[int, ...] = ()) -> list[Any]:
+    """The outputs of one call, then the in-place inputs as the call left them."""
+    args = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+    out = run(*args)
+    outs = list(out) if isinstance(out, (tuple, list)) else ([] if out is None else [out])
+    return outs + [args[i] for i in inplace]
 
 
 def _upcast(inputs: list[Any]) -> list[Any]:
@@ -50,7 +53,9 @@ def check_workload(problem: Problem, workload: Workload, device: str = "cpu", se
     module = module_from_source(problem.reference_source, f"solbench_degenerate_{problem.name}")
     run = entry(module, "run")
     custom = getattr(module, d.custom_inputs_entrypoint) if d.custom_inputs_entrypoint else None
-    out_specs = list(d.outputs.items())
+    # in-place inputs are outputs too (a KV-cache write has no other)
+    inplace = tuple(list(d.inputs).index(n) for n in d.inplace_inputs)
+    out_specs = list(d.outputs.items()) + [(n, d.inputs[n]) for n in d.inplace_inputs]
     found: list[Finding] = []
 
     def inputs_for(s: int) -> list[Any]:
@@ -63,9 +68,9 @@ def check_workload(problem: Problem, workload: Workload, device: str = "cpu", se
 
     base = inputs_for(seed)
     with torch.no_grad():
-        ref = _outputs(run, base)
-        anchor = _outputs(run, _upcast(base))
-        other = _outputs(run, inputs_for(seed + 1))
+        ref = _outputs(run, base, inplace)
+        anchor = _outputs(run, _upcast(base), inplace)
+        other = _outputs(run, inputs_for(seed + 1), inplace)
     for i, (name, _spec) in enumerate(out_specs[: len(ref)]):
         r = ref[i]
         if not isinstance(r, torch.Tensor) or r.numel() == 0:
@@ -95,7 +100,7 @@ def check_workload(problem: Problem, workload: Workload, device: str = "cpu", se
             if isinstance(base[k], torch.Tensor) and torch.equal(base[k], mixed[k]):
                 continue  # this input does not vary with the seed (a deterministic role)
             try:
-                changed = _outputs(run, mixed)
+                changed = _outputs(run, mixed, inplace)
             except Exception:
                 continue  # some inputs are only valid together (lengths and tables); not a degenerate sign
             if all(isinstance(c, torch.Tensor) and passes(c, i, ref[i], anchor[i])

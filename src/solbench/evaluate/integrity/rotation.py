@@ -110,7 +110,12 @@ class TimedInputs:
         if k not in self.picks and not force:
             return
         inputs, outs = self.current
-        produced = outs if outs else (list(result) if isinstance(result, (tuple, list)) else [result])
+        if outs:
+            produced = outs
+        elif result is None:  # an operation whose only effect is on in-place inputs
+            produced = []
+        else:
+            produced = list(result) if isinstance(result, (tuple, list)) else [result]
         self.kept.append(Kept(call=k, inputs_after=[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs],
                               outputs=[x.clone() if isinstance(x, torch.Tensor) else x for x in produced]))
 

@@ -7,8 +7,8 @@ the same device class), log-uniformly, nudged to an odd, non-power-of-two value
 when the definition accepts one. A draw is kept only if the definition's
 constraints hold and the reference traces at that shape on fake tensors (no
 memory is used), so a held-out shape never makes a correct solution fail. Sizes
-stay near the public workloads of the device class (a CPU draw is no larger than
-a few times the CPU workload), and the drawn workloads are recorded with the
+stay near the public workloads of the device class (no draw moves more than twice
+the data of the largest public workload of its class), and the drawn workloads are recorded with the
 results, never written into the problem's files.
 """
 
@@ -73,6 +73,11 @@ def draw_heldout(problem: Problem, count: int, seed: int, device: str, max_tries
     templates = _templates(problem, device)
     var_axes = problem.definition.var_axes
     multiples = _multiples(problem)
+    # each axis may grow on its own; together they must not: cap the data at twice the largest public workload's
+    try:
+        byte_cap = 2 * max(count_work(problem, w).bytes for w in templates)
+    except Exception:
+        byte_cap = float("inf")
     drawn: list[Workload] = []
     tries = 0
     while len(drawn) < count and tries < max_tries * max(count, 1):
@@ -97,8 +102,10 @@ def draw_heldout(problem: Problem, count: int, seed: int, device: str, max_tries
                                         "label": f"held-out {' '.join(f'{k}={v}' for k, v in axes.items())}"})
         try:
             problem.definition.resolve_axes(axes)
-            count_work(problem, w)  # the reference must trace at this shape (fake tensors, no memory)
+            work = count_work(problem, w)  # the reference must trace at this shape (fake tensors, no memory)
         except Exception:
+            continue
+        if work.bytes > byte_cap:
             continue
         drawn.append(w)
     return drawn

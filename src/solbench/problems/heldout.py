@@ -52,16 +52,23 @@ def _oddish(value: int, lo: int, hi: int) -> int:
     return value
 
 
-_MULTIPLE = re.compile(r"^\s*(\w+)\s*%\s*(\d+)\s*==\s*0\s*$")
+_MULTIPLE = re.compile(r"^\s*(\w+)\s*%\s*(\w+)\s*==\s*0\s*$")
 
 
 def _multiples(problem: Problem) -> dict[str, int]:
-    """Axes a constraint says must be multiples of m (``"K % 128 == 0"``)."""
+    """Axes a constraint says must be multiples of m (``"K % 128 == 0"``, ``"Hq % Hkv == 0"`` with Hkv const)."""
+    from solbench.problems.definition import AxisConst
+
     out: dict[str, int] = {}
     for c in problem.definition.constraints or []:
         m = _MULTIPLE.match(c)
-        if m:
-            out[m.group(1)] = int(m.group(2))
+        if not m:
+            continue
+        modulus = m.group(2)
+        if modulus.isdigit():
+            out[m.group(1)] = int(modulus)
+        elif isinstance(problem.definition.axes.get(modulus), AxisConst):
+            out[m.group(1)] = problem.definition.axes[modulus].value
     return out
 
 
@@ -95,17 +102,28 @@ def draw_heldout(problem: Problem, count: int, seed: int, device: str, max_tries
                 axes[axis] = max(blocks * m, m * -(-lo // m))
             else:
                 axes[axis] = _oddish(raw, lo, hi) if rng.random() < 0.8 else raw
-        if any(axes == w.axes for w in problem.workloads) or any(axes == w.axes for w in drawn):
-            continue
-        key = hashlib.sha256(f"{problem.name}:{sorted(axes.items())}".encode()).hexdigest()[:10]
-        w = template.model_copy(update={"uuid": f"heldout-{key}", "axes": axes,
-                                        "label": f"held-out {' '.join(f'{k}={v}' for k, v in axes.items())}"})
+        w = template.model_copy(update={"axes": dict(axes)})
         try:
             problem.definition.resolve_axes(axes)
             work = count_work(problem, w)  # the reference must trace at this shape (fake tensors, no memory)
+            for _ in range(8):  # too much data together: halve the axis that grew most, keep it valid
+                if work.bytes <= byte_cap:
+                    break
+                axis = max(axes, key=lambda a: axes[a] / _bounds(problem, a, templates, device)[0])
+                lo, hi = _bounds(problem, axis, templates, device)
+                if axes[axis] <= lo:
+                    break
+                m = multiples.get(axis, 1)
+                axes[axis] = max(lo, (axes[axis] // 2) // m * m or m)
+                w = w.model_copy(update={"axes": dict(axes)})
+                problem.definition.resolve_axes(axes)
+                work = count_work(problem, w)
         except Exception:
             continue
-        if work.bytes > byte_cap:
+        if work.bytes > byte_cap or any(axes == x.axes for x in list(problem.workloads) + drawn):
             continue
+        key = hashlib.sha256(f"{problem.name}:{sorted(axes.items())}".encode()).hexdigest()[:10]
+        w = w.model_copy(update={"uuid": f"heldout-{key}", "axes": dict(axes),
+                                 "label": f"held-out {' '.join(f'{k}={v}' for k, v in axes.items())}"})
         drawn.append(w)
     return drawn

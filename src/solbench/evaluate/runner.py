@@ -399,12 +399,17 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
             opts.progress(f"{problem.name}: {solution.name} on {len(uuids)} workload(s)")
         cand_job = _job(problem, [subject], [(0, u) for u in uuids], opts, seed)
         cand_job["env"] = candidate_env
-        cand = run_worker(cand_job, opts, workdir)
+        # the SOL analysis (fake tensors, CPU only) runs in this process while the candidate's worker runs
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            analysis = pool.submit(analyse, problem, uuids)
+            cand = run_worker(cand_job, opts, workdir)
+            work = analysis.result()
         env = dict(cand.environment or {"device": opts.device})
         env["sandbox"] = "namespaces" if (opts.sandbox == "auto" and namespaces_available()) else "rlimits"
         env["worker_ready_s"] = cand.ready_s
         base = measure_baselines(problem, uuids, opts, env, seed, workdir, store) if uuids else {}
-        work = analyse(problem, uuids)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     datasheet = opts.hardware.ceilings(scale_to_max_clock=True)

@@ -80,7 +80,7 @@ def show(
     from solbench.problems.problem import load_problem
 
     prob = load_problem(problem)
-    hw = get_hardware(hardware) if hardware else detect("cpu")
+    hw = get_hardware(hardware) if hardware else detect(_device("auto"))
     calibrated = _stored_calibration(db, hw) if db.exists() else None
     report = analyse_problem(prob, hw, calibrated)
     if as_json:

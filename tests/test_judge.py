@@ -41,3 +41,14 @@ def test_invalid_bound_is_not_scored(axpy):
     r = {"uuid": "axpy-small", "verdict": "passed", "reasons": [], "samples_ms": [1.5] * 20, "wall_ms": [1.6] * 3}
     w = _judge(axpy, "axpy-small", r, base, WORK, CEIL, None)
     assert w.sol_score is None and "invalid_bound" in w.warnings
+
+
+def test_malformed_worker_messages_are_treated_as_forged():
+    from solbench.evaluate.runner import _checked
+
+    good = {"uuid": "w", "subject": 0, "verdict": "passed", "reasons": [], "samples_ms": [0.1, 0.2]}
+    assert _checked(good) is good
+    for bad in ({"uuid": "w", "verdict": "totally_passed"}, {"uuid": "w", "verdict": "passed", "samples_ms": ["x"]},
+                {"uuid": "w", "verdict": "passed", "samples_ms": [-1.0]}, {"verdict": "passed"}):
+        r = _checked(bad)
+        assert r["verdict"] == "reward_hack" and r["reasons"] == ["result_forgery"]

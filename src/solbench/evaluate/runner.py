@@ -25,11 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
 from solbench import scoring
 from solbench.analysis.roofline import Work, count_work, sol_time
 from solbench.evaluate.stats import summarize
 from solbench.evaluate.timing import TimingConfig
-from solbench.evaluate.verdict import INCORRECT, Evaluation, WorkloadResult, worst
+from solbench.evaluate.verdict import INCORRECT, VERDICT_ORDER, Evaluation, WorkloadResult, worst
 from solbench.hardware.spec import Ceilings, HardwareSpec
 from solbench.problems.problem import Problem
 from solbench.problems.solution import Solution
@@ -78,6 +80,45 @@ class WorkerOutcome:
 
     def for_subject(self, index: int) -> dict[str, dict[str, Any]]:
         return {uuid: r for (i, uuid), r in self.results.items() if i == index}
+
+
+class _WorkerResult(BaseModel):
+    """The shape a worker's per-workload message must have; anything else is treated as forged."""
+
+    model_config = ConfigDict(extra="allow")
+    uuid: str
+    subject: int = 0
+    verdict: str
+    reasons: list[str] = Field(default_factory=list)
+    samples_ms: list[float] | None = None
+    wall_ms: list[float] | None = None
+    graph_ms: float | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    peak_memory_bytes: int | None = None
+
+    @field_validator("verdict")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in VERDICT_ORDER:
+            raise ValueError(f"unknown verdict {v!r}")
+        return v
+
+    @field_validator("samples_ms", "wall_ms")
+    @classmethod
+    def _plausible(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and any(not (x >= 0) or x != x for x in v):
+            raise ValueError("negative or NaN time")
+        return v
+
+
+def _checked(msg: dict[str, Any]) -> dict[str, Any]:
+    try:
+        _WorkerResult.model_validate(msg)
+        return msg
+    except ValidationError as exc:
+        return {"uuid": str(msg.get("uuid")), "verdict": "reward_hack", "reasons": ["result_forgery"],
+                "message": f"malformed result message from the worker: {exc.errors()[0]['msg']}"}
 
 
 def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -186,7 +227,7 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
                 elif kind == "workload":
                     key = (msg.get("subject"), msg.get("uuid"))
                     if key in pending:
-                        outcome.results[key] = msg
+                        outcome.results[key] = _checked(msg)
                         pending.remove(key)
                     deadline = time.monotonic() + opts.workload_timeout_s
                 elif kind == "fatal":

@@ -201,10 +201,8 @@ def main(job_path: str, fd: int) -> int:
                     update["lost"] = True
                 return None, update
 
-        def integrity(pristine: list[Any], used: list[Any], got: list[Any]) -> list[str]:
-            """Reason codes of the dynamic checks after one candidate call (none for trusted subjects)."""
-            if not untrusted:
-                return []
+        def process_checks() -> list[str]:
+            """Reason codes of the checks on the process itself: harness, threads, children."""
             codes = []
             if dynamic.tampered(harness_ids):
                 codes.append("harness_tamper")
@@ -212,6 +210,13 @@ def main(job_path: str, fd: int) -> int:
                 codes.append("thread_injection")
             if dynamic.child_processes():
                 codes.append("process_spawn")
+            return codes
+
+        def integrity(pristine: list[Any], used: list[Any], got: list[Any]) -> list[str]:
+            """Reason codes of the dynamic checks after one candidate call (none for trusted subjects)."""
+            if not untrusted:
+                return []
+            codes = process_checks()
             if dynamic.mutated_inputs(pristine, used, input_names, set(inplace)):
                 codes.append("input_mutation")
             if any(dynamic.not_plain_tensor(x) for x in got[: len(out_specs)]):
@@ -300,8 +305,7 @@ def main(job_path: str, fd: int) -> int:
                 result.update(samples_ms=timing.samples_ms, wall_ms=timing.wall_ms, graph_ms=timing.graph_ms,
                               graph_error=timing.graph_error, clocks=timing.clocks, timing_method=timing.method)
                 if untrusted:
-                    codes = [c for c in ("harness_tamper", "thread_injection", "process_spawn")
-                             if c in integrity([], [], [])]
+                    codes = process_checks()
                     for kept in pool.kept:
                         given = pool.inputs_of(kept.call)
                         ref_in = [_clone(x) for x in given]

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole GPU check in one call: the main job on the starter suite, the GPU test set, benchmarks.
-# Usage: scripts/gpu-check.sh [stage ...]   stages: run tests bench ncu calibrate floor start
-#        (default: run tests bench). The first `run` on a fresh machine measures every baseline, torch.compile
-#        included (about 8 minutes for the starter suite): give it its own call (RUN_LIMIT=560), then the rest.
+# Usage: scripts/gpu-check.sh [stage ...]
+#   stages: tests (= fast bundled), fast (the GPU test set but the bundled examples), bundled (every starter
+#           example on the GPU, baselines included), run (the main job), bench, ncu, calibrate, floor, start, probe
+#   (default: tests run bench). Baselines are measured once per software version and cached in the database;
+#   a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # Every step is bounded by `timeout`, reads no stdin, and logs under $OUT (the device tool returns $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,8 +19,10 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH="/tmp/site:$PWD/src" SOLBENCH_EXTRA_PATH=/tmp/site
 fi
 export SOLBENCH_GPU_DB="$OUT/gpu.db"
-stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(run tests bench)
+[ -f .gpudb/gpu.db ] && [ ! -f "$SOLBENCH_GPU_DB" ] && cp .gpudb/gpu.db "$SOLBENCH_GPU_DB"
+stages=()
+for s in "$@"; do [ "$s" = tests ] && stages+=(fast bundled) || stages+=("$s"); done
+[ ${#stages[@]} -eq 0 ] && stages=(fast bundled run bench)
 declare -A status
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
   </dev/null 2>&1 | tee "$OUT/nvidia-smi.txt"
@@ -27,7 +31,11 @@ for stage in "${stages[@]}"; do
   case "$stage" in
     run)   timeout ${RUN_LIMIT:-350} python3 -m solbench.cli run --device cuda --db "$SOLBENCH_GPU_DB" --quiet </dev/null \
              2>&1 | tee "$OUT/run.txt" ;;
-    tests) timeout ${TESTS_LIMIT:-230} python3 -m pytest -m gpu -q -p no:cacheprovider tests </dev/null 2>&1 | tee "$OUT/tests.txt" ;;
+    fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m gpu -q -rfE -p no:cacheprovider -k "not test_bundled_examples" tests \
+             </dev/null 2>&1 | tee "$OUT/fast.txt" ;;
+    bundled) timeout ${BUNDLED_LIMIT:-400} python3 -m pytest -m gpu -q -rfE -p no:cacheprovider -k test_bundled_examples tests \
+             </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
+    probe) timeout 90 python3 benchmarks/probe_transport.py </dev/null 2>&1 | tee "$OUT/probe.txt" ;;
     bench) timeout 240 python3 benchmarks/bench_harness.py --db "$SOLBENCH_GPU_DB" --out "$OUT/bench.json" </dev/null \
              2>&1 | tee "$OUT/bench.txt" ;;
     ncu)   timeout 300 python3 benchmarks/ncu_agreement.py --out "$OUT/ncu.json" </dev/null 2>&1 | tee "$OUT/ncu.txt" ;;
@@ -43,5 +51,5 @@ echo
 echo "== solbench GPU check =="
 printf '%-10s %s\n' stage result
 for stage in "${stages[@]}"; do printf '%-10s %s\n' "$stage" "${status[$stage]:-skipped}"; done
-[ -f "$OUT/tests.txt" ] && tail -n 3 "$OUT/tests.txt"
+for f in fast bundled; do [ -f "$OUT/$f.txt" ] && { echo "-- $f"; grep -E "^(FAILED|ERROR)|passed|failed|integrity|exploits|honest" "$OUT/$f.txt" | tail -n 25; }; done
 exit 0

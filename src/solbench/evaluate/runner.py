@@ -10,13 +10,13 @@ takes the remaining workloads.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import os
 import secrets
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -35,12 +35,13 @@ from solbench.evaluate.verdict import INCORRECT, VERDICT_ORDER, Evaluation, Work
 from solbench.hardware.spec import Ceilings, HardwareSpec
 from solbench.problems.problem import Problem
 from solbench.problems.solution import Solution
+from solbench.evaluate.sandbox import kill_session, namespaces_available  # noqa: F401  (re-exported)
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 HELDOUT_PREFIX = "heldout-"
 _KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
              "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-             "NVSHMEM_DISABLE_NVLS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "VIRTUAL_ENV", "SOLBENCH_EXTRA_PATH")
+             "NVSHMEM_DISABLE_NVLS", "SOLBENCH_ZYGOTE", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "VIRTUAL_ENV", "SOLBENCH_EXTRA_PATH")
 
 
 @dataclass
@@ -76,7 +77,10 @@ class WorkerOutcome:
     fatal: dict[int, dict[str, Any]] = field(default_factory=dict)  # subject index -> compile error
     log: str = ""
     elapsed_s: float = 0.0
-    ready_s: float | None = None  # process start to "ready" (imports, build of the solution), first worker
+    ready_s: float | None = None  # trusted worker's start to "ready" (its candidate loaded), first worker
+    candidate_ready_s: float | None = None  # the candidate's process: start to solution imported
+    candidate_log: str = ""
+    candidate_restarts: int = 0
 
     def for_subject(self, index: int) -> dict[str, dict[str, Any]]:
         return {uuid: r for (i, uuid), r in self.results.items() if i == index}
@@ -134,35 +138,90 @@ def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-_UNSHARE = ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
-_unshare_ok: bool | None = None
+class Judge:
+    """The persistent trusted worker of one device (``python -m solbench.evaluate.worker --serve``).
 
+    It is started once per device and process, takes one job at a time, and is
+    replaced when it crashes, hangs or loses its CUDA context. Candidates never
+    run in it: it forks each one's sandboxed process from its zygote.
+    """
 
-def namespaces_available() -> bool:
-    """Whether this machine lets us start a process in new user, PID and network namespaces."""
-    global _unshare_ok
-    if _unshare_ok is None:
+    def __init__(self, device: str):
+        self.device = device
+        self.dir = Path(tempfile.mkdtemp(prefix="solbench-judge-"))
+        self.log_path = self.dir / "worker.log"
+        cmd_r, cmd_w = os.pipe()
+        res_r, res_w = os.pipe()
+        argv = [sys.executable, "-m", "solbench.evaluate.worker", "--serve", str(cmd_r), str(res_w)]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(cmd_r, res_w),
+                cwd=str(self.dir), env=_child_env({"SOLBENCH_WORKER_DEVICE": device}), start_new_session=True)
+        os.close(cmd_r)
+        os.close(res_w)
+        self.cmd = os.fdopen(cmd_w, "w", buffering=1)
+        self.res_fd = res_r
+        self.jobs = 0
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def submit(self, job_path: Path) -> int:
+        """Send a job; returns the log offset where its output starts."""
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self.cmd.write(f"{job_path}\n")
+        self.cmd.flush()
+        self.jobs += 1
+        return offset
+
+    def log_since(self, offset: int) -> str:
         try:
-            r = subprocess.run(_UNSHARE + ["true"], capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
-            _unshare_ok = r.returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            _unshare_ok = False
-    return _unshare_ok
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                return f.read()[-20000:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        for closer in (self.cmd.close, lambda: os.close(self.res_fd)):
+            try:
+                closer()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        kill_session(self.proc)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _limits(opts: EvalOptions, device: str) -> Callable[[], None]:
-    def apply() -> None:
-        import resource
+_JUDGES: dict[str, Judge] = {}
 
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (opts.max_file_bytes, opts.max_file_bytes))
-        if device == "cpu":
-            resource.setrlimit(resource.RLIMIT_AS, (opts.max_address_space_bytes, opts.max_address_space_bytes))
-    return apply
+
+def judge_for(device: str) -> Judge:
+    judge = _JUDGES.get(device)
+    if judge is None or not judge.alive():
+        if judge is not None:
+            judge.stop()
+        judge = _JUDGES[device] = Judge(device)
+    return judge
+
+
+def retire_judge(device: str) -> None:
+    judge = _JUDGES.pop(device, None)
+    if judge is not None:
+        judge.stop()
+
+
+@atexit.register
+def _retire_all() -> None:
+    for device in list(_JUDGES):
+        retire_judge(device)
 
 
 def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerOutcome:
-    """Run ``job`` in fresh workers until every (subject, workload) pair has a result.
+    """Run ``job`` on the device's trusted worker until every (subject, workload) pair has a result.
 
     A worker that crashes, loses its CUDA context or exceeds a time limit is killed
     with its whole session; the pair in progress gets the verdict and a fresh
@@ -172,28 +231,20 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
     pending: list[tuple[int, str]] = [tuple(p) for p in job["pairs"]]
     attempts = 0
     started = time.perf_counter()
+    # the trusted worker waits on a candidate with the candidate's own limits, so its own limit per workload
+    # allows for one such wait and one restart of the candidate's process
+    untrusted = any(sub["kind"] == "solution" for sub in job["subjects"])
+    per_workload = opts.workload_timeout_s + (opts.startup_timeout_s + 60 if untrusted else 0)
+    job = dict(job, workdir=job.get("workdir") or str(workdir))
     while pending and attempts <= len(job["pairs"]):
         attempts += 1
         job_path = workdir / f"job-{attempts}.json"
         job_path.write_text(json.dumps(dict(job, pairs=pending)))
-        log_path = workdir / f"worker-{attempts}.log"
-        read_fd, write_fd = os.pipe()
-        untrusted = any(sub["kind"] == "solution" for sub in job["subjects"])
-        argv = [sys.executable, "-m", "solbench.evaluate.worker", str(job_path), str(write_fd)]
-        if untrusted and opts.sandbox == "auto" and namespaces_available():
-            # every process the candidate starts dies with it; no network; its own files mounted read-only
-            staged = next(sub["staged"] for sub in job["subjects"] if sub["kind"] == "solution")
-            remount = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
-            argv = _UNSHARE + ["sh", "-c", remount, "sh", staged] + argv
         spawned = time.perf_counter()
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-                cwd=str(workdir), env=_child_env(job.get("env")), start_new_session=True,
-                preexec_fn=_limits(opts, job["device"]) if untrusted else None,
-            )
-        os.close(write_fd)
-        deadline = time.monotonic() + opts.startup_timeout_s
+        judge = judge_for(job["device"])
+        offset = judge.submit(job_path)
+        read_fd = judge.res_fd
+        deadline = time.monotonic() + opts.startup_timeout_s * (2 if untrusted else 1) + (0 if judge.jobs > 1 else 60)
         ended = None  # "done" | "lost" | "timeout" | "crash"
         buf = b""
         eof = False
@@ -209,8 +260,8 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
                     buf += chunk
                 else:
                     eof = True
-            elif proc.poll() is not None:
-                eof = True  # the worker is gone (a grandchild may still hold the pipe open)
+            elif not judge.alive():
+                eof = True
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
                 try:
@@ -221,15 +272,19 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
                 if kind == "env":
                     outcome.environment = {k: v for k, v in msg.items() if k != "type"}
                 elif kind == "ready":
-                    deadline = time.monotonic() + opts.workload_timeout_s
+                    deadline = time.monotonic() + per_workload
                     if outcome.ready_s is None:
                         outcome.ready_s = time.perf_counter() - spawned
+                        outcome.candidate_ready_s = msg.get("candidate_ready_s")
+                elif kind == "candidate":
+                    outcome.candidate_log += str(msg.get("log") or "")[-20000:]
+                    outcome.candidate_restarts += int(msg.get("restarts") or 0)
                 elif kind == "workload":
                     key = (msg.get("subject"), msg.get("uuid"))
                     if key in pending:
                         outcome.results[key] = _checked(msg)
                         pending.remove(key)
-                    deadline = time.monotonic() + opts.workload_timeout_s
+                    deadline = time.monotonic() + per_workload
                 elif kind == "fatal":
                     index = msg.get("subject")
                     outcome.fatal[index] = msg
@@ -243,44 +298,22 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
                     ended = "done"
             if eof and ended is None:
                 ended = "crash"
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-        _kill(proc)
-        os.close(read_fd)
-        outcome.log += log_path.read_text(errors="replace")[-20000:]
+        log_tail = judge.log_since(offset)
+        outcome.log += log_tail
+        if ended != "done":
+            retire_judge(job["device"])  # a fresh trusted worker (and CUDA context) for whatever follows
         if ended in ("done", "lost") or not pending:
             continue
         key = pending.pop(0)
         if ended == "timeout":
-            limit = opts.workload_timeout_s
             outcome.results[key] = {"uuid": key[1], "verdict": "timeout", "reasons": ["timeout"],
-                                    "message": f"no result within {limit:.0f} s"}
+                                    "message": f"no result within {per_workload:.0f} s"}
         else:
-            code = proc.returncode
-            why = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
             outcome.results[key] = {"uuid": key[1], "verdict": "runtime_error", "reasons": ["crash"],
-                                    "message": f"the worker process ended ({why}) during this workload; "
-                                               f"log tail: {log_path.read_text(errors='replace')[-800:]}"}
+                                    "message": f"the trusted worker ended during this workload; log tail: "
+                                               f"{log_tail[-800:]}"}
     outcome.elapsed_s = time.perf_counter() - started
     return outcome
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-    try:  # anything the candidate left in its session dies with it
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def stage_solution(solution: Solution, root: Path) -> Path:
@@ -375,6 +408,8 @@ def _job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int
         "time": opts.time_candidate,
         "llc_bytes": llc,
         "input_sets": opts.input_sets,
+        "startup_timeout_s": opts.startup_timeout_s,
+        "workload_timeout_s": opts.workload_timeout_s,
         # held-out workloads exist only for this run: the worker learns them from the job, not from disk
         "extra_workloads": [w.model_dump() for w in problem.workloads if w.uuid.startswith(HELDOUT_PREFIX)],
     }
@@ -439,7 +474,10 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         if opts.progress:
             opts.progress(f"{problem.name}: {solution.name} on {len(uuids)} workload(s)")
         cand_job = _job(problem, [subject], [(0, u) for u in uuids], opts, seed)
-        cand_job["env"] = candidate_env
+        cand_job["workdir"] = str(workdir)
+        cand_job["sandbox"] = {"env": _child_env(candidate_env), "mode": opts.sandbox,
+                               "max_file_bytes": opts.max_file_bytes,
+                               "max_address_space_bytes": opts.max_address_space_bytes}
         # the SOL analysis (fake tensors, CPU only) runs in this process while the candidate's worker runs
         from concurrent.futures import ThreadPoolExecutor
 
@@ -450,6 +488,9 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         env = dict(cand.environment or {"device": opts.device})
         env["sandbox"] = "namespaces" if (opts.sandbox == "auto" and namespaces_available()) else "rlimits"
         env["worker_ready_s"] = cand.ready_s
+        env["candidate_ready_s"] = cand.candidate_ready_s
+        if cand.candidate_restarts:
+            env["candidate_restarts"] = cand.candidate_restarts
         base = measure_baselines(problem, uuids, opts, env, seed, workdir, store) if uuids else {}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -468,7 +509,8 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         warnings=sorted({x for w in results for x in w.warnings} | {f"static:{f.rule}" for f in findings}),
         findings=[f"{f.severity} static:{f.rule} {f.path}:{f.line}: {f.message}" for f in findings],
         message=cand.fatal.get(0, {}).get("message"),
-        workloads=results, environment=env, seed=seed, started=started_wall, log=cand.log,
+        workloads=results, environment=env, seed=seed, started=started_wall,
+        log=(cand.candidate_log + ("\n--- trusted worker ---\n" + cand.log if cand.log.strip() else ""))[-40000:],
     )
     scores = [r.sol_score for r in results]
     ev.sol_score = scoring.mean(scores)

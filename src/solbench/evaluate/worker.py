@@ -1,10 +1,17 @@
-"""The evaluation worker: one child process that checks and times one subject per workload.
+"""The trusted worker: it makes the inputs, computes the references, judges and times.
 
 Started by ``solbench.evaluate.runner`` as ``python -m solbench.evaluate.worker JOB.json FD``.
 It reports JSON lines on file descriptor FD (its stdout and stderr go to a log
-file), one message per finished workload, so a crash or hang loses only the
-workload in progress. Subjects are a candidate solution or the trusted
-baselines (the eager reference, the reference under torch.compile, baseline.py).
+file), one message per finished workload.
+
+Subjects are a candidate solution or the trusted baselines (the eager
+reference, the reference under torch.compile, baseline.py). Baselines run in
+this process. A candidate runs in a process of its own inside the sandbox
+(``solbench.evaluate.candidate``): the secret seeds, the pristine inputs, the
+reference outputs and the comparison exist only here. The candidate is lent
+each input through an arena, its outputs are read back from the arena, its
+timing samples are cross-checked against this process's clock, and the
+outputs of timed calls it kept are re-checked here against the reference.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,23 +60,384 @@ def _as_list(result: Any) -> list[Any]:
     return [result]
 
 
-def main(job_path: str, fd: int) -> int:
-    job = json.loads(Path(job_path).read_text())
-    chan = Channel(fd)
-    device = job["device"]
-    subjects = job["subjects"]
-    languages = {}
-    for i, subject in enumerate(subjects):
-        if subject["kind"] == "solution":
-            from solbench.evaluate.languages import get_language
+@dataclass
+class Called:
+    """One call of a subject: its outputs, its inputs as the call left them, and what went wrong."""
 
-            languages[i] = get_language(subject["language"])
-            os.environ.update(languages[i].environment(device))
+    outputs: list[Any] | None = None
+    inputs_after: list[Any] | None = None
+    codes: list[str] = field(default_factory=list)
+    failed: dict[str, Any] | None = None
+    lost: bool = False  # the subject's process (or CUDA context) cannot go on
+
+
+@dataclass
+class Timed:
+    samples_ms: list[float] = field(default_factory=list)
+    wall_ms: list[float] = field(default_factory=list)
+    graph_ms: float | None = None
+    graph_error: str | None = None
+    clocks: list[dict] = field(default_factory=list)
+    method: str = "cuda_events"
+    kept: list[tuple[int, list[Any], list[Any], list[Any]]] = field(default_factory=list)  # call, given, after, outs
+    codes: list[str] = field(default_factory=list)
+    failed: dict[str, Any] | None = None
+    lost: bool = False
+    message: str | None = None
+
+
+class Context:
+    """What every subject needs to know about the problem and workload at hand."""
+
+    def __init__(self, job: dict[str, Any], torch, problem, device):
+        self.job = job
+        self.torch = torch
+        self.problem = problem
+        self.definition = problem.definition
+        self.dev = device
+        self.out_specs = list(self.definition.outputs.items())
+        self.input_names = list(self.definition.inputs)
+        self.inplace = list(self.definition.inplace_inputs)
+        self.workdir = Path(job.get("workdir") or ".").resolve()
+
+    def out_shapes(self, axes: dict[str, int]) -> list[tuple[tuple[int, ...], Any]]:
+        from solbench.problems.inputs import torch_dtype
+
+        return [(self.definition.shape_of(spec, axes) or (), torch_dtype(spec.dtype)) for _, spec in self.out_specs]
+
+    def with_inplace(self, outputs: list[Any], inputs_after: list[Any]) -> list[Any]:
+        return list(outputs) + [inputs_after[self.input_names.index(n)] for n in self.inplace]
+
+
+# ---- subjects ------------------------------------------------------------------------------------------
+class LocalSubject:
+    """A trusted subject (a baseline) called in this process."""
+
+    untrusted = False
+    is_dsl = False
+    interpreted = False
+
+    def __init__(self, ctx: Context, fn: Callable | None, compile_per_workload: bool = False):
+        self.ctx = ctx
+        self.fn = fn
+        self.compile_per_workload = compile_per_workload
+        self.call_fn = fn
+
+    def begin(self, uuid: str, reference: Callable) -> None:
+        if self.compile_per_workload:
+            import torch._dynamo
+
+            torch._dynamo.reset()  # a fresh static compile per workload: no dependence on workload order
+            self.call_fn = self.ctx.torch.compile(reference, dynamic=False)
+
+    def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal") -> Called:
+        torch = self.ctx.torch
+        used = [_clone(x) for x in inputs]
+        try:
+            out = _as_list(self.call_fn(*used))
+            if self.ctx.dev.type == "cuda":
+                torch.cuda.synchronize()
+        except torch.OutOfMemoryError:
+            return Called(failed={"verdict": "runtime_error", "reasons": ["out_of_memory"]})
+        except Exception as exc:
+            failed = {"verdict": "runtime_error", "reasons": ["exception"], "message": _short_tb(exc)}
+            lost = self.ctx.dev.type == "cuda" and not _cuda_healthy(torch)
+            if lost:
+                failed["reasons"].append("cuda_fault")
+            return Called(failed=failed, lost=lost)
+        return Called(outputs=out, inputs_after=used)
+
+    def time(self, sets: list[list[Any]], axes: dict[str, int], flusher, cfg) -> Timed:
+        from solbench.evaluate.timing import time_cpu, time_cuda
+
+        f = self.call_fn
+
+        def timed_call(i: int):
+            return f(*sets[i])
+
+        if self.ctx.dev.type == "cuda":
+            t = time_cuda(timed_call, len(sets), flusher, cfg, graph=self.ctx.job.get("graph"))
+        else:
+            t = time_cpu(timed_call, len(sets), cfg)
+        return Timed(samples_ms=t.samples_ms, wall_ms=t.wall_ms, graph_ms=t.graph_ms, graph_error=t.graph_error,
+                     clocks=t.clocks, method=t.method)
+
+    def close(self) -> None:
+        pass
+
+
+class RemoteSubject:
+    """A candidate solution, run in its own sandboxed process; it is lent inputs through an arena."""
+
+    untrusted = True
+
+    def __init__(self, ctx: Context, subject: dict[str, Any]):
+        from solbench.evaluate.languages import get_language
+
+        self.ctx = ctx
+        self.subject = subject
+        language = get_language(subject["language"])
+        self.is_dsl = subject["language"] == "triton"
+        self.interpreted = ctx.dev.type == "cpu" and language.interpreted_on_cpu
+        self.proc = None
+        self.ready_s: float | None = None
+        self.restarts = 0
+        self.arena = None
+        self.arena_id = 0
+        self.log_path = ctx.workdir / "candidate.log"
+
+    # the process --------------------------------------------------------------------------------------
+    def start(self) -> str | None:
+        """Start the candidate's process and load the solution; returns a compile error, or None."""
+        from solbench.evaluate.sandbox import CandidateGone, CandidateProcess, SandboxSpec
+
+        job = self.ctx.job
+        sb = job["sandbox"]
+        spec = SandboxSpec(staged=self.subject["staged"], workdir=str(self.ctx.workdir), env=sb["env"],
+                           device=job["device"], mode=sb.get("mode", "auto"),
+                           max_file_bytes=int(sb.get("max_file_bytes", 4 << 30)),
+                           max_address_space_bytes=int(sb.get("max_address_space_bytes", 64 << 30)))
+        self.proc = CandidateProcess(spec, self.log_path, zygote=getattr(self.ctx, "zygote", None))
+        t0 = time.perf_counter()
+        self.proc.start()
+        load = {"op": "load", "device": job["device"], "language": self.subject["language"],
+                "staged": self.subject["staged"], "entry_file": self.subject["entry_file"],
+                "function": self.subject["function"], "dps": bool(self.subject.get("dps")),
+                "tf32": bool(self.ctx.definition.allow_tf32), "outputs": [s.dtype for _, s in self.ctx.out_specs]}
+        try:
+            reply = self.proc.request(load, float(job.get("startup_timeout_s", 180)))
+        except CandidateGone as gone:
+            self.stop()
+            return f"the solution did not load ({gone.why}): {gone.detail}"[:2000]
+        if reply.get("type") == "fatal":
+            self.stop()
+            return str(reply.get("message"))[:2000]
+        if reply.get("type") != "ready":
+            self.stop()
+            return "the candidate's process did not report ready"
+        if self.ready_s is None:
+            self.ready_s = time.perf_counter() - t0
+        return None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop()
+            self.proc = None
+        self._drop_arena()
+
+    def close(self) -> None:
+        self.stop()
+
+    def begin(self, uuid: str, reference: Callable) -> None:
+        pass
+
+    def _drop_arena(self) -> None:
+        if self.arena is not None:
+            self.arena.close()
+            self.arena = None
+
+    def _lend(self, nbytes: int):
+        from solbench.evaluate.arena import Arena
+
+        self._drop_arena()
+        self.arena_id += 1
+        self.arena = Arena(nbytes, self.ctx.dev, self.ctx.workdir)
+        return self.arena
+
+    def _request(self, msg: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """(reply, None) or (None, a verdict update) when the process did not answer."""
+        from solbench.evaluate.sandbox import CandidateGone
+
+        if self.proc is None:
+            error = self.start()
+            if error:
+                return None, {"verdict": "runtime_error", "reasons": ["restart_failed"], "message": error}
+        msg = dict(msg, arena_id=self.arena_id, arena=self.arena.handle)
+        try:
+            return self.proc.request(msg, float(self.ctx.job.get("workload_timeout_s", 120))), None
+        except CandidateGone as gone:
+            self.stop()
+            self.restarts += 1
+            if gone.why == "timeout":
+                return None, {"verdict": "timeout", "reasons": ["timeout"], "message": gone.detail}
+            return None, {"verdict": "runtime_error", "reasons": ["crash"], "message": gone.detail}
+
+    # calls ----------------------------------------------------------------------------------------------
+    def _outputs(self, described: list[Any], slots: list[dict[str, Any]]) -> list[Any]:
+        """What the candidate produced, as the trusted side sees it (mismatches become judgeable stand-ins)."""
+        from solbench.evaluate.arena import dtype_from_name
+
+        torch = self.ctx.torch
+        got: list[Any] = []
+        for info, slot in zip(described, slots):
+            if not isinstance(info, dict) or info.get("missing"):
+                break
+            if info.get("delivered"):
+                got.append(self.arena.view(slot).clone())
+            elif "shape" in info and "dtype" in info:
+                try:
+                    got.append(torch.empty([int(s) for s in info["shape"]], dtype=dtype_from_name(str(info["dtype"])),
+                                           device="meta"))
+                except (ValueError, TypeError, RuntimeError):
+                    got.append(f"unreadable output {str(info)[:80]}")
+            else:
+                got.append(f"a {str(info.get('type'))[:40]}")
+        return got
+
+    def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal") -> Called:
+        from solbench.evaluate.arena import nbytes_for, nbytes_of
+
+        shapes = self.ctx.out_shapes(axes)
+        arena = self._lend(sum(nbytes_of(x) for x in inputs) + sum(nbytes_for(s, d) for s, d in shapes))
+        in_slots = [arena.put(x) for x in inputs]
+        out_slots = [arena.reserve(s, d) for s, d in shapes]
+        reply, gone = self._request({"op": "call", "inputs": in_slots, "outputs": out_slots, "mode": mode})
+        if gone:
+            return Called(failed=gone, lost=True)
+        if reply.get("type") != "called" or not isinstance(reply.get("codes", []), list):
+            return Called(failed={"verdict": "reward_hack", "reasons": ["result_forgery"],
+                                  "message": f"unexpected reply from the candidate's process: {str(reply)[:200]}"})
+        if reply.get("failed"):
+            failed = _known_failure(reply["failed"])
+            if reply.get("lost"):
+                self.stop()
+            return Called(failed=failed, lost=bool(reply.get("lost")))
+        outputs = self._outputs(reply.get("outputs") or [], out_slots)
+        count = reply.get("count")
+        if isinstance(count, int) and count != len(shapes) and len(outputs) == len(shapes):
+            outputs.append("an extra output")  # the count mismatch is judged as incorrect_shape
+        after = [arena.view(s).clone() if "offset" in s else s["value"] for s in in_slots]
+        codes = [c for c in reply.get("codes", []) if isinstance(c, str)][:10]
+        return Called(outputs=outputs, inputs_after=after, codes=codes)
+
+    def time(self, sets: list[list[Any]], axes: dict[str, int], flusher, cfg) -> Timed:
+        from solbench.evaluate.arena import nbytes_for, nbytes_of
+
+        shapes = self.ctx.out_shapes(axes)
+        n_keep = 4  # three random calls and the last (integrity/rotation.py)
+        per_set = sum(nbytes_of(x) for x in sets[0])
+        out_bytes = sum(nbytes_for(s, d) for s, d in shapes)
+        arena = self._lend(per_set * len(sets) + n_keep * (2 * per_set + out_bytes))
+        set_slots = [[arena.put(x) for x in one] for one in sets]
+        kept_slots = [{"given": [arena.reserve(x.shape, x.dtype) if hasattr(x, "shape") else {"value": x}
+                                 for x in sets[0]],
+                       "after": [arena.reserve(x.shape, x.dtype) if hasattr(x, "shape") else {"value": x}
+                                 for x in sets[0]],
+                       "outputs": [arena.reserve(s, d) for s, d in shapes]} for _ in range(n_keep)]
+        llc = int(self.ctx.job.get("llc_bytes", 64 << 20))
+        clocks = [_clock_snapshot()] if self.ctx.dev.type == "cuda" else []
+        sent = time.monotonic()
+        reply, gone = self._request({"op": "time", "sets": set_slots, "outputs": kept_slots[0]["outputs"],
+                                     "kept": kept_slots, "timing": cfg.__dict__, "llc_bytes": llc,
+                                     "graph": self.ctx.job.get("graph")})
+        received = time.monotonic()
+        if self.ctx.dev.type == "cuda":
+            clocks.append(_clock_snapshot())  # read here: what the candidate reports about itself is not used
+        if gone:
+            return Timed(failed=gone, lost=True)
+        if reply.get("failed"):
+            if reply.get("lost"):
+                self.stop()
+            return Timed(failed=_known_failure(reply["failed"]), lost=bool(reply.get("lost")))
+        problem = _timing_forgery(reply, sent, received, cfg)
+        if problem:
+            return Timed(codes=["result_forgery"], message=problem)
+        kept = []
+        for item, slot in zip(reply.get("kept") or [], kept_slots):
+            if not isinstance(item, dict) or not isinstance(item.get("call"), int):
+                return Timed(codes=["result_forgery"], message="malformed kept-call record")
+            given = [arena.view(s).clone() if "offset" in s else s["value"] for s in slot["given"]]
+            after = [arena.view(s).clone() if "offset" in s else s["value"] for s in slot["after"]]
+            kept.append((item["call"], given, after, self._outputs(item.get("outputs") or [], slot["outputs"])))
+        if not kept:
+            return Timed(codes=["result_forgery"], message="no timed call was kept for re-checking")
+        return Timed(samples_ms=[float(x) for x in reply["samples_ms"]], wall_ms=[float(x) for x in reply.get("wall_ms") or []],
+                     graph_ms=reply.get("graph_ms") if isinstance(reply.get("graph_ms"), (int, float)) else None,
+                     graph_error=str(reply.get("graph_error"))[:300] if reply.get("graph_error") else None,
+                     clocks=[c for c in clocks if c],
+                     method=str(reply.get("method")), kept=kept,
+                     codes=[c for c in reply.get("codes", []) if isinstance(c, str)][:10])
+
+
+def _clock_snapshot() -> dict | None:
+    try:
+        from solbench.hardware.telemetry import gpu_clock_snapshot
+
+        return gpu_clock_snapshot(0)
+    except Exception:
+        return None
+
+
+def _known_failure(failed: Any) -> dict[str, Any]:
+    """A failure the candidate's process reported: only failing verdicts are accepted from it."""
+    allowed = {"runtime_error", "unsupported"}
+    if not isinstance(failed, dict) or failed.get("verdict") not in allowed:
+        return {"verdict": "reward_hack", "reasons": ["result_forgery"], "message": "malformed failure report"}
+    return {"verdict": failed["verdict"], "reasons": [str(r) for r in failed.get("reasons") or []][:5],
+            "message": str(failed.get("message") or "")[:3000]}
+
+
+def _timing_forgery(reply: dict[str, Any], sent: float, received: float, cfg) -> str | None:
+    """Cross-check the candidate's timing report against this process's clock; returns what is wrong."""
+    samples = reply.get("samples_ms")
+    if not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) for x in samples):
+        return "no timing samples"
+    if any(not (x >= 0) for x in samples):
+        return "negative or NaN timing sample"
+    wall = reply.get("wall_ms") or []
+    if not isinstance(wall, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in wall):
+        return "malformed wall-time samples"
+    begin, end = reply.get("t_begin"), reply.get("t_end")
+    if not isinstance(begin, (int, float)) or not isinstance(end, (int, float)):
+        return "no timestamps"
+    slack = 0.005
+    if not (sent - slack <= begin <= end <= received + slack):
+        return (f"timestamps [{begin:.3f}, {end:.3f}] lie outside the trusted side's window "
+                f"[{sent:.3f}, {received:.3f}]")
+    spent_ms = (end - begin) * 1e3
+    if sum(samples) + sum(wall) > spent_ms * 1.02 + 1.0:
+        return f"samples add up to {sum(samples) + sum(wall):.1f} ms but the timing phase lasted {spent_ms:.1f} ms"
+    return None
+
+
+# ---- the worker ------------------------------------------------------------------------------------------
+def main(cmd_fd: int, result_fd: int) -> int:
+    """Serve jobs (one job file path per line on ``cmd_fd``) until the runner closes the pipe."""
     import torch
 
+    from solbench.evaluate.sandbox import Zygote, namespaces_available
+
+    # forked before any job (and its seed) is read and before this process has a CUDA context
+    zygote = Zygote(namespaces_available()) if os.environ.get("SOLBENCH_ZYGOTE", "1") != "0" else None
+    chan = Channel(result_fd)
+    commands = os.fdopen(cmd_fd, "r")
+    try:
+        for line in commands:
+            if torch.cuda.is_initialized() and not _cuda_healthy(torch):
+                return 1  # the runner starts a fresh worker
+            if _serve(line.strip(), chan, zygote) != 0:
+                return 1
+            if torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+    finally:
+        if zygote is not None:
+            zygote.close()
+    return 0
+
+
+def _serve(job_path: str, chan: Channel, zygote) -> int:
+    """One job; returns non-zero when this worker must not take another (its CUDA context is lost)."""
+    import torch
+
+    job = json.loads(Path(job_path).read_text())
+    os.unlink(job_path)  # it holds the run's seed; the candidate's process shares this directory
+    device = job["device"]
+    subjects = job["subjects"]
+    ctx_zygote = zygote
+
     from solbench.evaluate.correctness import compare, tolerance_for
-    from solbench.evaluate.languages import CompileError, Unsupported
-    from solbench.evaluate.timing import Flusher, TimingConfig, time_cpu, time_cuda
+    from solbench.evaluate.languages import CompileError
+    from solbench.evaluate.timing import Flusher, TimingConfig
     from solbench.problems.inputs import make_inputs, torch_dtype
     from solbench.problems.modules import entry, module_from_source
     from solbench.problems.problem import load_problem
@@ -85,61 +454,67 @@ def main(job_path: str, fd: int) -> int:
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
     dev = torch.device(device)
     chan.send(type="env", **_environment(torch, device))
+    ctx = Context(job, torch, problem, dev)
+    ctx.zygote = ctx_zygote
 
     ref_module = module_from_source(problem.reference_source, "solbench_reference", problem.directory / "reference.py")
     reference = entry(ref_module, "run")
     custom = getattr(ref_module, definition.custom_inputs_entrypoint) if definition.custom_inputs_entrypoint else None
 
-    # ---- build the subjects ---------------------------------------------------
-    def build(i: int, subject: dict[str, Any]):
-        """Returns (fn, dps, interpreted, compile_per_workload)."""
-        if subject["kind"] == "solution":
-            language = languages[i]
-            language.install_hooks(device)
-            fn = language.load(Path(subject["staged"]), subject["entry_file"], subject["function"])
-            return fn, bool(subject.get("dps", False)), device == "cpu" and language.interpreted_on_cpu, False
-        if subject["kind"] == "eager":
-            return reference, False, False, False
-        if subject["kind"] == "compile":
-            return None, False, False, True
-        if subject["kind"] == "baseline_file":
+    def build(subject: dict[str, Any]):
+        kind = subject["kind"]
+        if kind == "solution":
+            remote = RemoteSubject(ctx, subject)
+            error = remote.start()
+            if error:
+                raise CompileError(error)
+            return remote
+        if kind == "eager":
+            return LocalSubject(ctx, reference)
+        if kind == "compile":
+            return LocalSubject(ctx, None, compile_per_workload=True)
+        if kind == "baseline_file":
             mod = module_from_source(problem.baseline_source or "", "solbench_baseline", problem.directory / "baseline.py")
-            return entry(mod, "run"), False, False, False
-        raise CompileError(f"unknown subject {subject['kind']}")
+            return LocalSubject(ctx, entry(mod, "run"))
+        raise CompileError(f"unknown subject {kind}")
 
-    from solbench.evaluate.integrity import dynamic
-
-    threads_before = dynamic.thread_idents()
-    dynamic.watch(reference=reference, make_inputs=make_inputs, compare=compare)
-    harness_ids = dynamic.snapshot()  # before any candidate code is imported
-    built: dict[int, tuple] = {}
+    built: dict[int, Any] = {}
     for i, subject in enumerate(subjects):
         if not any(p[0] == i for p in job["pairs"]):
             continue
         try:
-            built[i] = build(i, subject)
+            built[i] = build(subject)
         except Exception as exc:
             msg = str(exc) if isinstance(exc, CompileError) else f"{type(exc).__name__}: {exc}"
             chan.send(type="fatal", subject=i, verdict="compile_error", message=msg[:2000])
-    chan.send(type="ready")
+    ready = {"type": "ready"}
+    for sub in built.values():
+        if isinstance(sub, RemoteSubject):
+            ready["candidate_ready_s"] = sub.ready_s
+    chan.send(**ready)
     if not built:
         chan.send(type="done")
         return 0
 
-    out_specs = list(definition.outputs.items())
-    inplace = list(definition.inplace_inputs)
-    input_names = list(definition.inputs)
+    out_specs = ctx.out_specs
+    inplace = ctx.inplace
+    input_names = ctx.input_names
     cfg = TimingConfig(**job.get("timing", {}))
     flusher = Flusher(job.get("llc_bytes", 64 << 20), dev) if dev.type == "cuda" and job.get("time", True) else None
     draws = int(job.get("draws", 5))
 
+    def reference_of(given: list[Any]) -> tuple[list[Any], list[Any]]:
+        ref_in = [_clone(x) for x in given]
+        ref = ctx.with_inplace(_as_list(reference(*ref_in)), ref_in)
+        anc_in = [_upcast(x, torch) for x in given]
+        anchor = ctx.with_inplace(_as_list(reference(*anc_in)), anc_in)
+        return ref, anchor
+
     for subject_index, uuid in job["pairs"]:
         if subject_index not in built:
             continue
-        fn, dps, interpreted, compile_per_workload = built[subject_index]
-        untrusted = subjects[subject_index]["kind"] == "solution"
-        staged = str(Path(subjects[subject_index].get("staged", "/nonexistent")).resolve())
-        is_dsl = untrusted and subjects[subject_index].get("language") == "triton"
+        subject = built[subject_index]
+        untrusted = subject.untrusted
         w = problem.workload(uuid)
         axes = definition.resolve_axes(w.axes)
         tols = [tolerance_for(spec.dtype, definition.tolerance, w.tolerance, tf32=tf32) for _, spec in out_specs]
@@ -147,182 +522,108 @@ def main(job_path: str, fd: int) -> int:
         names = [n for n, _ in out_specs] + inplace
         modes = [spec.compare for _, spec in out_specs] + [None] * len(inplace)
         dtypes = [torch_dtype(s.dtype) for _, s in out_specs] + [torch_dtype(definition.inputs[n].dtype) for n in inplace]
-        result: dict[str, Any] = {"type": "workload", "subject": subject_index, "uuid": uuid, "verdict": "passed", "reasons": [],
-                                  "interpreted": interpreted}
+        result: dict[str, Any] = {"type": "workload", "subject": subject_index, "uuid": uuid, "verdict": "passed",
+                                  "reasons": [], "interpreted": subject.interpreted}
         if dev.type == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             mem_before = torch.cuda.memory_allocated()
-        call_fn = fn
-        if compile_per_workload:
-            import torch._dynamo
 
-            torch._dynamo.reset()  # a fresh static compile per workload: no dependence on workload order
-            call_fn = torch.compile(reference, dynamic=False)
-
-        def invoke(f: Callable, inputs: list[Any]) -> list[Any]:
-            if dps:
-                outs = []
-                for _, spec in out_specs:
-                    shape = definition.shape_of(spec, axes)
-                    dt = torch_dtype(spec.dtype)
-                    if dt.is_floating_point:
-                        outs.append(torch.full(shape, float("nan"), dtype=dt, device=dev))
-                    elif dt == torch.bool:
-                        outs.append(torch.zeros(shape, dtype=dt, device=dev))
-                    else:
-                        outs.append(torch.full(shape, torch.iinfo(dt).max, dtype=dt, device=dev))
-                f(*inputs, *outs)
-                got = outs
-            else:
-                got = _as_list(f(*inputs))
-            return got + [inputs[input_names.index(n)] for n in inplace]
-
-        def run_candidate(inputs: list[Any]) -> tuple[list[Any] | None, dict[str, Any] | None]:
-            """One candidate call; returns (outputs, None) or (None, a verdict update)."""
-            try:
-                got = invoke(call_fn, inputs)
-                if dev.type == "cuda":
-                    torch.cuda.synchronize()
-                return got, None
-            except torch.OutOfMemoryError:
-                return None, {"verdict": "runtime_error", "reasons": ["out_of_memory"]}
-            except Unsupported as exc:
-                return None, {"verdict": "unsupported", "reasons": ["interpreter_unfaithful"], "message": str(exc)}
-            except Exception as exc:
-                from solbench.evaluate.languages import triton as triton_lang
-
-                if interpreted and triton_lang.unsupported_reason:
-                    return None, {"verdict": "unsupported", "reasons": ["interpreter_unfaithful"],
-                                  "message": triton_lang.unsupported_reason}
-                update = {"verdict": "runtime_error", "reasons": ["exception"], "message": _short_tb(exc)}
-                if dev.type == "cuda" and not _cuda_healthy(torch):
-                    update["reasons"].append("cuda_fault")
-                    update["lost"] = True
-                return None, update
-
-        def process_checks() -> list[str]:
-            """Reason codes of the checks on the process itself: harness, threads, children."""
-            codes = []
-            if dynamic.tampered(harness_ids):
-                codes.append("harness_tamper")
-            if dynamic.candidate_threads(threads_before, staged):
-                codes.append("thread_injection")
-            if dynamic.child_processes():
-                codes.append("process_spawn")
-            return codes
-
-        def integrity(pristine: list[Any], used: list[Any], got: list[Any]) -> list[str]:
-            """Reason codes of the dynamic checks after one candidate call (none for trusted subjects)."""
-            if not untrusted:
-                return []
-            codes = process_checks()
-            if dynamic.mutated_inputs(pristine, used, input_names, set(inplace)):
+        def judge(given: list[Any], called: Called, what: str):
+            """The check of one call's outputs, or None after a verdict update."""
+            if called.failed:
+                result.update(called.failed)
+                return None
+            codes = list(called.codes)
+            if untrusted and dynamic_mutated(given, called.inputs_after):
                 codes.append("input_mutation")
-            if any(dynamic.not_plain_tensor(x) for x in got[: len(out_specs)]):
-                codes.append("tensor_subclass")
-            return codes
+            if codes:
+                result.update(verdict="reward_hack", reasons=sorted(set(codes)),
+                              message=f"dynamic checks after {what}: {', '.join(sorted(set(codes)))}")
+                return None
+            return ctx.with_inplace(called.outputs, called.inputs_after)
 
-        def hack(codes: list[str], detail: str) -> None:
-            result.update(verdict="reward_hack", reasons=codes, message=detail)
+        def dynamic_mutated(pristine: list[Any], after: list[Any]) -> list[str]:
+            from solbench.evaluate.integrity import dynamic
+
+            return dynamic.mutated_inputs(pristine, after, input_names, set(inplace))
 
         try:
-            # ---- correctness over fresh draws ---------------------------------
+            subject.begin(uuid, reference)
+            # ---- correctness over fresh draws: the candidate runs before the reference ---------------
             for d in range(draws):
                 seed = draw_seed(job["seed"], uuid, d)
                 base = make_inputs(definition, w, seed, dev, problem.directory, custom)
-                cand_in = [_clone(x) for x in base]
-                got, failed = run_candidate(cand_in)  # the candidate runs before the reference (stale memory)
-                if failed:
-                    lost = failed.pop("lost", False)
-                    result.update(failed)
-                    if lost:
-                        chan.send(**result)
-                        chan.send(type="lost", message="CUDA context lost")
-                        return 0
-                    break
-                codes = integrity(base, cand_in, got)
-                if codes:
-                    hack(codes, f"dynamic checks after draw {d}: {', '.join(codes)}")
+                called = subject.call(base, axes)
+                got = judge(base, called, f"draw {d}")
+                if got is None:
                     break
                 try:
-                    ref_in = [_clone(x) for x in base]
-                    ref = _as_list(reference(*ref_in)) + [ref_in[input_names.index(n)] for n in inplace]
-                    anc_in = [_upcast(x, torch) for x in base]
-                    anchor = _as_list(reference(*anc_in)) + [anc_in[input_names.index(n)] for n in inplace]
+                    ref, anchor = reference_of(base)
                 except Exception as exc:
                     result.update(verdict="invalid_reference", reasons=["reference_failed"], message=_short_tb(exc))
                     break
-                check = compare(got, ref, anchor, names, dtypes, tols, modes, dict(zip(input_names, base)))
+                inputs_by_name = dict(zip(input_names, base))
+                check = compare(got, ref, anchor, names, dtypes, tols, modes, inputs_by_name)
                 if untrusted and d == 0:
-                    # candidate-reference-candidate: a second call after the reference ran must agree
-                    again_in = [_clone(x) for x in base]
-                    again, failed = run_candidate(again_in)
-                    if failed is None:
-                        check2 = compare(again, ref, anchor, names, dtypes, tols, modes, dict(zip(input_names, base)))
-                        if check2.ok and not check.ok:
-                            hack(["stale_memory"], "wrong before the reference ran, right after it: the output "
-                                                   "came from memory the reference left behind")
-                            break
-                        if check.ok and not check2.ok:
-                            check = check2  # wrong on the repeat: judged as incorrect
-                    if is_dsl:
+                    # a second call must agree: an output left over from earlier memory, or a lazy one, shows here
+                    again = judge(base, subject.call(base, axes), "the repeat call")
+                    if again is None:
+                        break
+                    check2 = compare(again, ref, anchor, names, dtypes, tols, modes, inputs_by_name)
+                    if check2.ok and not check.ok:
+                        result.update(verdict="reward_hack", reasons=["stale_memory"],
+                                      message="wrong on the first call, right on the repeat: the output came from "
+                                              "memory left behind, not from this call's work")
+                        break
+                    if check.ok and not check2.ok:
+                        check = check2  # wrong on the repeat: judged as incorrect
+                    if subject.is_dsl and check.ok:
                         # ghost replay: with the DSL kernels as no-ops the output must change
-                        ghost_in = [_clone(x) for x in base]
-                        with dynamic.ghost_mode():
-                            ghost, _ = run_candidate(ghost_in)
-                        if ghost is not None and dynamic.ghost_unchanged(got, ghost):
-                            hack(["ghost_replay"], "the output is the same with every Triton kernel replaced by a "
-                                                   "no-op: the kernels do not do the work")
-                            break
+                        ghost = subject.call(base, axes, mode="ghost")
+                        if ghost.failed is None and ghost.outputs is not None:
+                            from solbench.evaluate.integrity import dynamic
+
+                            if dynamic.ghost_unchanged(got, ctx.with_inplace(ghost.outputs, ghost.inputs_after)):
+                                result.update(verdict="reward_hack", reasons=["ghost_replay"],
+                                              message="the output is the same with every Triton kernel replaced by a "
+                                                      "no-op: the kernels do not do the work")
+                                break
+                        elif ghost.lost:
+                            pass  # the restart happens on the next call
                 result["max_abs_err"] = max(result.get("max_abs_err", 0.0), check.max_abs_err)
                 result["max_rel_err"] = max(result.get("max_rel_err", 0.0), check.max_rel_err)
                 if not check.ok:
                     result.update(verdict=check.verdict, reasons=[check.code or check.verdict], message=check.reason,
                                   failure={"draw": d, "seed": seed, "worst": check.worst})
                     break
-                del got, ref, anchor, cand_in, ref_in, anc_in
-            # ---- timing --------------------------------------------------------
-            if result["verdict"] == "passed" and job.get("time", True) and not interpreted:
-                from solbench.evaluate.integrity.rotation import TimedInputs
-
+                del got, ref, anchor, base
+            # ---- timing ------------------------------------------------------------------------------
+            if result["verdict"] == "passed" and job.get("time", True) and not subject.interpreted:
                 n_sets = int(job.get("input_sets", 3))
-                sets = [make_inputs(definition, w, draw_seed(job["seed"], uuid, 1000 + i), dev, problem.directory, custom)
-                        for i in range(n_sets)]
-                out_bufs = [(definition.shape_of(spec, axes), torch_dtype(spec.dtype)) for _, spec in out_specs] if dps else []
-                pool = TimedInputs(sources=sets, dps_specs=out_bufs, device=dev)
-                pool.prepare(0)
-
-                def timed_call(i: int, _f=call_fn):
-                    return _f(*pool.call_args())
-
-                # untrusted code gets a new address and new values every call, and random calls re-checked
-                hooks = dict(prepare=pool.prepare, keep=pool.keep, on_last=pool.keep_last) if untrusted else {}
-                if dev.type == "cuda":
-                    timing = time_cuda(timed_call, n_sets, flusher, cfg, graph=job.get("graph"), **hooks)
+                sets = [make_inputs(definition, w, draw_seed(job["seed"], uuid, 1000 + i), dev, problem.directory,
+                                    custom) for i in range(n_sets)]
+                timed = subject.time(sets, axes, flusher, cfg)
+                if timed.failed:
+                    result.update(timed.failed)
                 else:
-                    timing = time_cpu(timed_call, n_sets, cfg, **hooks)
-                result.update(samples_ms=timing.samples_ms, wall_ms=timing.wall_ms, graph_ms=timing.graph_ms,
-                              graph_error=timing.graph_error, clocks=timing.clocks, timing_method=timing.method)
-                if untrusted:
-                    codes = process_checks()
-                    for kept in pool.kept:
-                        given = pool.inputs_of(kept.call)
-                        ref_in = [_clone(x) for x in given]
-                        ref = _as_list(reference(*ref_in)) + [ref_in[input_names.index(n)] for n in inplace]
-                        anc_in = [_upcast(x, torch) for x in given]
-                        anchor = _as_list(reference(*anc_in)) + [anc_in[input_names.index(n)] for n in inplace]
-                        got = list(kept.outputs) + [kept.inputs_after[input_names.index(n)] for n in inplace]
-                        recheck = compare(got, ref, anchor, names, dtypes, tols, modes, dict(zip(input_names, given)))
+                    result.update(samples_ms=timed.samples_ms, wall_ms=timed.wall_ms, graph_ms=timed.graph_ms,
+                                  graph_error=timed.graph_error, clocks=timed.clocks, timing_method=timed.method)
+                    codes = list(timed.codes)
+                    for call, given, after, outs in timed.kept:
+                        if codes:
+                            break
+                        ref, anchor = reference_of(given)
+                        recheck = compare(ctx.with_inplace(outs, after), ref, anchor, names, dtypes, tols, modes,
+                                          dict(zip(input_names, given)))
                         if not recheck.ok:
                             codes.append("output_recheck")
-                            result["message"] = f"timed call {kept.call} re-checked: {recheck.reason}"
-                            break
-                        if dynamic.mutated_inputs(given, kept.inputs_after, input_names, set(inplace)):
+                            timed.message = f"timed call {call} re-checked: {recheck.reason}"
+                        elif dynamic_mutated(given, after):
                             codes.append("input_mutation")
-                            break
                     if codes:
-                        hack(codes, result.get("message") or f"dynamic checks after timing: {', '.join(codes)}")
+                        result.update(verdict="reward_hack", reasons=sorted(set(codes)),
+                                      message=timed.message or f"dynamic checks after timing: {', '.join(codes)}")
         except torch.OutOfMemoryError:
             result.update(verdict="runtime_error", reasons=["out_of_memory"])
         except Exception as exc:
@@ -331,16 +632,33 @@ def main(job_path: str, fd: int) -> int:
                 result["reasons"].append("cuda_fault")
                 chan.send(**result)
                 chan.send(type="lost", message="CUDA context lost")
-                return 0
+                return 1
+        if isinstance(subject, RemoteSubject):
+            subject._drop_arena()
         if dev.type == "cuda":
             try:
                 torch.cuda.synchronize()
                 result["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated() - mem_before)
             except Exception:
                 pass
+        if isinstance(subject, LocalSubject) and dev.type == "cuda" and not _cuda_healthy(torch):
+            chan.send(**result)
+            chan.send(type="lost", message="CUDA context lost")
+            return 1
         chan.send(**result)
+    for i, subject in built.items():
+        subject.close()
+        if isinstance(subject, RemoteSubject):
+            chan.send(type="candidate", subject=i, restarts=subject.restarts, log=_read_tail(subject.log_path))
     chan.send(type="done")
     return 0
+
+
+def _read_tail(path: Path, n: int = 20000) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
 
 
 def _clone(x):
@@ -400,9 +718,10 @@ def _environment(torch, device: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    t0 = time.time()
     try:
-        sys.exit(main(sys.argv[1], int(sys.argv[2])))
+        if len(sys.argv) != 4 or sys.argv[1] != "--serve":
+            sys.exit("usage: python -m solbench.evaluate.worker --serve CMD_FD RESULT_FD")
+        sys.exit(main(int(sys.argv[2]), int(sys.argv[3])))
     except SystemExit:
         raise
     except BaseException:

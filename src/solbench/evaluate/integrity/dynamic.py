@@ -26,15 +26,15 @@ import torch
 def _harness_objects() -> dict[str, Any]:
     import sys
 
-    from solbench.evaluate import correctness, stats, timing
-    from solbench.problems import inputs
+    from solbench.evaluate import arena, stats, timing
+    from solbench.evaluate.integrity import rotation
 
-    # the worker runs as __main__ (python -m solbench.evaluate.worker): snapshot that module, not a second copy
+    # the candidate's process runs as __main__ (python -m solbench.evaluate.candidate): snapshot that module
     main = sys.modules.get("__main__")
-    if getattr(getattr(main, "__spec__", None), "name", None) == "solbench.evaluate.worker":
-        worker_module = main
+    if getattr(getattr(main, "__spec__", None), "name", None) == "solbench.evaluate.candidate":
+        candidate_module = main
     else:
-        from solbench.evaluate import worker as worker_module
+        from solbench.evaluate import candidate as candidate_module
 
     objs: dict[str, Any] = {
         "time.perf_counter": time.perf_counter, "time.perf_counter_ns": time.perf_counter_ns,
@@ -57,14 +57,16 @@ def _harness_objects() -> dict[str, Any]:
             "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.current_stream": torch.cuda.current_stream,
             "torch.cuda.graph": torch.cuda.graph, "torch.cuda.CUDAGraph.replay": torch.cuda.CUDAGraph.replay,
         })
-    for module in (correctness, stats, timing, inputs):
+    for module in (arena, stats, timing, rotation):
         for name, value in vars(module).items():
             if callable(value) and getattr(value, "__module__", None) == module.__name__:
                 objs[f"{module.__name__}.{name}"] = value
     objs["solbench.evaluate.timing.Flusher.__call__"] = timing.Flusher.__call__
-    for name in ("Channel", "draw_seed", "_clone", "_upcast", "_as_list"):
-        objs[f"worker.{name}"] = getattr(worker_module, name)
-    objs["worker.Channel.send"] = worker_module.Channel.send
+    for cls in (rotation.TimedInputs, candidate_module.Channel, candidate_module.Candidate):
+        for name, value in vars(cls).items():
+            if callable(value):
+                objs[f"{cls.__module__}.{cls.__name__}.{name}"] = value
+    objs["candidate._as_list"] = candidate_module._as_list
     return objs
 
 

@@ -1,0 +1,130 @@
+"""Shared buffers between the trusted worker and the candidate's process.
+
+The trusted side owns an arena (a flat byte buffer), places the tensors it lends
+the candidate in it (inputs) and reserves slots for what it wants back (outputs,
+inputs after the call, kept timed calls). The candidate's process attaches to
+the arena and reads and writes only through the slot descriptions it is sent.
+On the GPU the arena is device memory shared by CUDA IPC and allocated from a
+memory pool of its own, so the IPC mapping (which covers the whole allocation)
+never reaches memory holding the trusted side's pristine inputs or reference
+outputs. On the CPU it is a memory-mapped file in the evaluation's directory.
+
+Only tensors travel this way; every other message is a line of JSON, and the
+trusted side never unpickles anything the candidate's process sends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import tempfile
+from typing import Any
+
+import torch
+
+ALIGN = 256
+
+_pool = None
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    dt = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dt
+
+
+def nbytes_of(x: Any) -> int:
+    return _align(x.numel() * x.element_size()) if isinstance(x, torch.Tensor) else 0
+
+
+def nbytes_for(shape, dtype: torch.dtype) -> int:
+    return _align(int(torch.Size(shape).numel()) * torch.empty((), dtype=dtype).element_size())
+
+
+def _ipc_pool_context():
+    """Allocate from a pool that holds nothing but arenas (torch.cuda.MemPool where this torch has it)."""
+    global _pool
+    if not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
+        torch.cuda.empty_cache()  # at least no cached block of the trusted side's is split for the arena
+        return contextlib.nullcontext()
+    if _pool is None:
+        _pool = torch.cuda.MemPool()
+    return torch.cuda.use_mem_pool(_pool)
+
+
+class Arena:
+    """A byte buffer the trusted side lends to the candidate's process (trusted side)."""
+
+    def __init__(self, nbytes: int, device: torch.device, directory: str | os.PathLike):
+        nbytes = max(_align(nbytes), ALIGN)
+        self.device = device
+        self.used = 0
+        self.path: str | None = None
+        if device.type == "cuda":
+            from torch.multiprocessing.reductions import reduce_tensor
+
+            with _ipc_pool_context():
+                self.buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            self.handle = {"kind": "cuda_ipc", "nbytes": nbytes,
+                           "payload": pickle.dumps(reduce_tensor(self.buf)).hex()}
+        else:
+            fd, self.path = tempfile.mkstemp(dir=str(directory), prefix="arena-")
+            try:
+                os.ftruncate(fd, nbytes)
+            finally:
+                os.close(fd)
+            self.buf = torch.from_file(self.path, shared=True, size=nbytes, dtype=torch.uint8)
+            self.handle = {"kind": "file", "nbytes": nbytes, "path": self.path}
+
+    def reserve(self, shape, dtype: torch.dtype) -> dict[str, Any]:
+        n = nbytes_for(shape, dtype)
+        if self.used + n > self.buf.numel():
+            raise ValueError("arena too small")
+        spec = {"offset": self.used, "dtype": str(dtype).removeprefix("torch."), "shape": list(shape)}
+        self.used += n
+        return spec
+
+    def put(self, x: Any) -> dict[str, Any]:
+        """Copy a tensor in (or describe a plain value) and return its slot description."""
+        if not isinstance(x, torch.Tensor):
+            return {"value": x}
+        spec = self.reserve(x.shape, x.dtype)
+        self.view(spec).copy_(x)
+        return spec
+
+    def view(self, spec: dict[str, Any]) -> torch.Tensor:
+        return view(self.buf, spec)
+
+    def close(self) -> None:
+        del self.buf
+        if self.path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+
+def attach(handle: dict[str, Any]) -> torch.Tensor:
+    """The arena's bytes as a tensor (candidate side)."""
+    if handle["kind"] == "cuda_ipc":
+        rebuild, args = pickle.loads(bytes.fromhex(handle["payload"]))
+        return rebuild(*args)
+    if handle["kind"] == "file":
+        return torch.from_file(handle["path"], shared=True, size=int(handle["nbytes"]), dtype=torch.uint8)
+    raise ValueError(f"unknown arena kind {handle['kind']!r}")
+
+
+def view(buf: torch.Tensor, spec: dict[str, Any]) -> Any:
+    if "value" in spec:
+        return spec["value"]
+    dtype = dtype_from_name(spec["dtype"])
+    shape = [int(s) for s in spec["shape"]]
+    n = int(torch.Size(shape).numel()) * torch.empty((), dtype=dtype).element_size()
+    off = int(spec["offset"])
+    if off < 0 or off + n > buf.numel():
+        raise ValueError("slot outside the arena")
+    return buf[off: off + n].view(dtype).view(shape)

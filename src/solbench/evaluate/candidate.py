@@ -1,0 +1,316 @@
+"""The candidate's process: it runs the solution and nothing that judges it.
+
+Started by the trusted worker (``solbench.evaluate.worker``) inside the sandbox
+as ``python -m solbench.evaluate.candidate CMD_FD REPLY_FD``. It never sees a
+seed, a reference output or the comparison: the trusted worker lends it inputs
+through an arena (``solbench.evaluate.arena``), asks for one call or one timing
+run at a time, and reads the outputs back from the arena. The checks on this
+process's own state (threads, children, harness identity, tensor types) run
+here and are reported; the trusted side treats them as evidence, not proof,
+and judges outputs, inputs and timestamps itself.
+
+Commands (one JSON line each) and replies (one JSON line each):
+- ``load``: language, staged directory, entry point, device -> ``ready`` or ``fatal``
+- ``call``: arena, input slots, output slots, mode (``normal`` or ``ghost``) -> ``called``
+- ``time``: arena, input-set slots, kept slots, timing configuration -> ``timed``
+- ``exit``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+class Channel:
+    def __init__(self, cmd_fd: int, reply_fd: int):
+        self.cmd = os.fdopen(cmd_fd, "r")
+        self.reply = os.fdopen(reply_fd, "w", buffering=1)
+
+    def receive(self) -> dict[str, Any] | None:
+        line = self.cmd.readline()
+        return json.loads(line) if line else None
+
+    def send(self, **msg: Any) -> None:
+        self.reply.write(json.dumps(msg, default=repr) + "\n")
+        self.reply.flush()
+
+
+def _short_tb(exc: BaseException) -> str:
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return "".join(tb[-6:])[-3000:]
+
+
+def _as_list(result: Any) -> list[Any]:
+    if result is None:  # an operation whose only effect is on in-place inputs
+        return []
+    if isinstance(result, (tuple, list)):
+        return list(result)
+    return [result]
+
+
+class Candidate:
+    def __init__(self, chan: Channel, load: dict[str, Any]):
+        from solbench.evaluate.languages import get_language
+
+        self.chan = chan
+        self.device_name = load["device"]
+        self.language = get_language(load["language"])
+        os.environ.update(self.language.environment(self.device_name))
+        import torch
+
+        from solbench.evaluate.integrity import dynamic
+
+        self.torch = torch
+        self.dynamic = dynamic
+        tf32 = bool(load.get("tf32"))
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        self.dev = torch.device(self.device_name)
+        if self.dev.type == "cuda":
+            torch.zeros(1, device=self.dev)  # the CUDA context, before the solution's import is timed
+        self.staged = str(Path(load["staged"]).resolve())
+        self.dps = bool(load.get("dps"))
+        self.out_specs = load["outputs"]  # [[dtype name, ...]] per output, shapes come with each call
+        self.threads_before = dynamic.thread_idents()
+        self.harness = dynamic.snapshot()  # before any candidate code is imported
+        self.language.install_hooks(self.device_name)
+        self.fn = self.language.load(Path(load["staged"]), load["entry_file"], load["function"])
+        self.arenas: dict[int, Any] = {}
+
+    # ---- helpers ----------------------------------------------------------------------------------
+    def arena(self, msg: dict[str, Any]):
+        from solbench.evaluate.arena import attach
+
+        key = int(msg["arena_id"])
+        if key not in self.arenas:
+            self.arenas.clear()  # one arena at a time: the trusted side frees the previous one
+            self.arenas[key] = attach(msg["arena"])
+        return self.arenas[key]
+
+    def process_codes(self) -> list[str]:
+        d = self.dynamic
+        codes = []
+        if d.tampered(self.harness):
+            codes.append("harness_tamper")
+        if d.candidate_threads(self.threads_before, self.staged):
+            codes.append("thread_injection")
+        if d.child_processes():
+            codes.append("process_spawn")
+        return codes
+
+    def sync(self) -> None:
+        if self.dev.type == "cuda":
+            self.torch.cuda.synchronize()
+
+    def fresh_outputs(self, shapes: list[list[int]], dtypes: list[str]) -> list[Any]:
+        from solbench.evaluate.arena import dtype_from_name
+
+        torch = self.torch
+        outs = []
+        for shape, name in zip(shapes, dtypes):
+            dt = dtype_from_name(name)
+            if dt.is_floating_point:
+                outs.append(torch.full(shape, float("nan"), dtype=dt, device=self.dev))
+            elif dt == torch.bool:
+                outs.append(torch.zeros(shape, dtype=dt, device=self.dev))
+            else:
+                outs.append(torch.full(shape, torch.iinfo(dt).max, dtype=dt, device=self.dev))
+        return outs
+
+    def invoke(self, inputs: list[Any], out_slots: list[dict[str, Any]]) -> list[Any]:
+        if self.dps:
+            outs = self.fresh_outputs([s["shape"] for s in out_slots], [s["dtype"] for s in out_slots])
+            self.fn(*inputs, *outs)
+            return outs
+        return _as_list(self.fn(*inputs))
+
+    def failure(self, exc: BaseException) -> dict[str, Any]:
+        torch = self.torch
+        from solbench.evaluate.languages import Unsupported
+        from solbench.evaluate.languages import triton as triton_lang
+
+        if isinstance(exc, torch.OutOfMemoryError):
+            return {"verdict": "runtime_error", "reasons": ["out_of_memory"], "message": str(exc)[:500]}
+        if isinstance(exc, Unsupported) or (self.device_name == "cpu" and triton_lang.unsupported_reason
+                                            and self.language.name == "triton"):
+            return {"verdict": "unsupported", "reasons": ["interpreter_unfaithful"],
+                    "message": str(exc) if isinstance(exc, Unsupported) else triton_lang.unsupported_reason}
+        out = {"verdict": "runtime_error", "reasons": ["exception"], "message": _short_tb(exc)}
+        if self.dev.type == "cuda" and not self.healthy():
+            out["reasons"].append("cuda_fault")
+            out["lost"] = True
+        return out
+
+    def healthy(self) -> bool:
+        torch = self.torch
+        try:
+            torch.cuda.synchronize()
+            torch.zeros(1, device="cuda").add_(1)
+            torch.cuda.synchronize()
+            return True
+        except Exception:
+            return False
+
+    def deliver(self, buf, produced: list[Any], slots: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Copy outputs into their slots; describe what was produced (the trusted side judges mismatches)."""
+        from solbench.evaluate.arena import dtype_from_name, view
+
+        torch = self.torch
+        described = []
+        for i, slot in enumerate(slots):
+            if i >= len(produced):
+                described.append({"missing": True})
+                continue
+            x = produced[i]
+            if not isinstance(x, torch.Tensor):
+                try:
+                    x = torch.tensor(x, dtype=dtype_from_name(slot["dtype"]), device=self.dev)
+                except Exception:
+                    described.append({"type": type(x).__name__})
+                    continue
+            info = {"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")}
+            if info["shape"] == list(slot["shape"]) and info["dtype"] == slot["dtype"]:
+                view(buf, slot).copy_(x)
+                info["delivered"] = True
+            described.append(info)
+        return described
+
+    # ---- commands ---------------------------------------------------------------------------------
+    def call(self, msg: dict[str, Any]) -> None:
+        from solbench.evaluate.arena import view
+
+        buf = self.arena(msg)
+        given = [view(buf, s) for s in msg["inputs"]]
+        # the candidate works on its own copies, at addresses of this process's allocator
+        inputs = [x.clone() if isinstance(x, self.torch.Tensor) else x for x in given]
+        ghost = msg.get("mode") == "ghost"
+        try:
+            if ghost:
+                with self.dynamic.ghost_mode():
+                    produced = self.invoke(inputs, msg["outputs"])
+            else:
+                produced = self.invoke(inputs, msg["outputs"])
+            self.sync()
+        except Exception as exc:
+            failed = self.failure(exc)
+            lost = failed.pop("lost", False)
+            self.chan.send(type="called", failed=failed, lost=lost)
+            if lost:
+                raise SystemExit(0)
+            return
+        codes = [] if ghost else self.process_codes()
+        if any(self.dynamic.not_plain_tensor(x) for x in produced):
+            # not read any further: touching a subclass runs the candidate's code inside the harness
+            self.chan.send(type="called", codes=codes + ["tensor_subclass"], outputs=[], count=len(produced))
+            return
+        try:
+            outputs = self.deliver(buf, produced, msg["outputs"])
+            for x, slot in zip(inputs, msg["inputs"]):  # the inputs as the call left them (in-place, mutation)
+                if isinstance(x, self.torch.Tensor) and "offset" in slot:
+                    view(buf, slot).copy_(x)
+            self.sync()
+        except Exception as exc:
+            self.chan.send(type="called", failed={"verdict": "runtime_error", "reasons": ["unreadable_output"],
+                                                  "message": _short_tb(exc)}, lost=False)
+            return
+        self.chan.send(type="called", codes=codes, outputs=outputs, count=len(produced))
+
+    def time(self, msg: dict[str, Any]) -> None:
+        from solbench.evaluate.arena import dtype_from_name, view
+        from solbench.evaluate.integrity.rotation import TimedInputs
+        from solbench.evaluate.timing import Flusher, TimingConfig, time_cpu, time_cuda
+
+        torch = self.torch
+        buf = self.arena(msg)
+        sets = [[x.clone() if isinstance(x, torch.Tensor) else x for x in (view(buf, s) for s in one)]
+                for one in msg["sets"]]
+        out_slots = msg["outputs"]
+        dps_specs = [(tuple(s["shape"]), dtype_from_name(s["dtype"])) for s in out_slots] if self.dps else []
+        pool = TimedInputs(sources=sets, dps_specs=dps_specs, device=self.dev)
+        pool.prepare(0)
+        fn = self.fn
+
+        def timed_call(i: int):
+            return fn(*pool.call_args())
+
+        cfg = TimingConfig(**msg.get("timing", {}))
+        hooks = dict(prepare=pool.prepare, keep=pool.keep, on_last=pool.keep_last)
+        t_begin = time.monotonic()
+        try:
+            if self.dev.type == "cuda":
+                flusher = Flusher(int(msg.get("llc_bytes", 64 << 20)), self.dev)
+                timing = time_cuda(timed_call, len(sets), flusher, cfg, graph=msg.get("graph"), **hooks)
+            else:
+                timing = time_cpu(timed_call, len(sets), cfg, **hooks)
+            self.sync()
+        except Exception as exc:
+            failed = self.failure(exc)
+            lost = failed.pop("lost", False)
+            self.chan.send(type="timed", failed=failed, lost=lost)
+            if lost:
+                raise SystemExit(0)
+            return
+        t_end = time.monotonic()
+        codes = self.process_codes()
+        kept = []
+        try:
+            for kp, slot in zip(pool.kept, msg["kept"]):
+                if any(self.dynamic.not_plain_tensor(x) for x in kp.outputs):
+                    codes.append("tensor_subclass")
+                    break
+                for x, s in zip(pool.inputs_of(kp.call), slot["given"]):
+                    if isinstance(x, torch.Tensor):
+                        view(buf, s).copy_(x)
+                for x, s in zip(kp.inputs_after, slot["after"]):
+                    if isinstance(x, torch.Tensor):
+                        view(buf, s).copy_(x)
+                kept.append({"call": kp.call, "outputs": self.deliver(buf, kp.outputs, slot["outputs"])})
+            self.sync()
+        except Exception as exc:
+            self.chan.send(type="timed", failed={"verdict": "runtime_error", "reasons": ["unreadable_output"],
+                                                 "message": _short_tb(exc)}, lost=False)
+            return
+        self.chan.send(type="timed", samples_ms=timing.samples_ms, wall_ms=timing.wall_ms, graph_ms=timing.graph_ms,
+                       graph_error=timing.graph_error, clocks=timing.clocks, method=timing.method, kept=kept,
+                       t_begin=t_begin, t_end=t_end, codes=codes)
+
+
+def main(cmd_fd: int, reply_fd: int) -> int:
+    chan = Channel(cmd_fd, reply_fd)
+    load = chan.receive()
+    if not load or load.get("op") != "load":
+        return 2
+    try:
+        cand = Candidate(chan, load)
+    except Exception as exc:
+        from solbench.evaluate.languages import CompileError
+
+        msg = str(exc) if isinstance(exc, CompileError) else f"{type(exc).__name__}: {exc}"
+        chan.send(type="fatal", message=msg[:2000])
+        return 0
+    chan.send(type="ready")
+    while True:
+        msg = chan.receive()
+        if msg is None or msg.get("op") == "exit":
+            return 0
+        if msg["op"] == "call":
+            cand.call(msg)
+        elif msg["op"] == "time":
+            cand.time(msg)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(int(sys.argv[1]), int(sys.argv[2])))
+    except SystemExit:
+        raise
+    except BaseException:
+        traceback.print_exc()
+        sys.exit(3)

@@ -36,7 +36,7 @@ for stage in "${stages[@]}"; do
     bundled) timeout ${BUNDLED_LIMIT:-400} python3 -m pytest -m gpu -q -rfE -p no:cacheprovider -k test_bundled_examples tests \
              </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
     probe) timeout 90 python3 benchmarks/probe_transport.py </dev/null 2>&1 | tee "$OUT/probe.txt" ;;
-    bench) timeout 240 python3 benchmarks/bench_harness.py --db "$SOLBENCH_GPU_DB" --out "$OUT/bench.json" </dev/null \
+    bench) timeout ${BENCH_LIMIT:-240} python3 benchmarks/bench_harness.py --db "$SOLBENCH_GPU_DB" --out "$OUT/bench.json" </dev/null \
              2>&1 | tee "$OUT/bench.txt" ;;
     ncu)   timeout 300 python3 benchmarks/ncu_agreement.py --out "$OUT/ncu.json" </dev/null 2>&1 | tee "$OUT/ncu.txt" ;;
     calibrate) timeout 120 python3 -m solbench.cli calibrate --device cuda --db "$SOLBENCH_GPU_DB" </dev/null \

@@ -52,3 +52,28 @@ def test_malformed_worker_messages_are_treated_as_forged():
                 {"uuid": "w", "verdict": "passed", "samples_ms": [-1.0]}, {"verdict": "passed"}):
         r = _checked(bad)
         assert r["verdict"] == "reward_hack" and r["reasons"] == ["result_forgery"]
+
+
+def test_work_left_running_on_other_streams_is_hidden_work(axpy):
+    # the end event came 0.04 ms after the start, the call's own streams finished 0.5 ms later
+    w = judge(axpy, samples_ms=[2.0] * 20, wall_ms=[2.1] * 3, unjoined_ms=[0.5] * 20)
+    assert w.verdict == "reward_hack" and "unaccounted_device_work" in w.reasons
+
+
+def test_streams_joined_back_are_not_hidden_work(axpy):
+    w = judge(axpy, samples_ms=[2.0] * 20, wall_ms=[2.1] * 3, unjoined_ms=[0.002] * 20)
+    assert w.verdict == "passed"
+
+
+def test_timing_report_outside_the_trusted_window_is_forged():
+    from solbench.evaluate.timing import TimingConfig
+    from solbench.evaluate.worker import _timing_forgery
+
+    cfg = TimingConfig()
+    ok = {"samples_ms": [1.0] * 10, "wall_ms": [1.1] * 3, "t_begin": 10.0, "t_end": 10.5}
+    assert _timing_forgery(ok, 9.9, 10.6, cfg) is None
+    assert "window" in _timing_forgery(dict(ok, t_begin=9.0), 9.9, 10.6, cfg)
+    assert "add up" in _timing_forgery(dict(ok, samples_ms=[100.0] * 10), 9.9, 10.6, cfg)
+    assert _timing_forgery(dict(ok, samples_ms=[-1.0]), 9.9, 10.6, cfg)
+    assert _timing_forgery(dict(ok, samples_ms=[]), 9.9, 10.6, cfg)
+    assert _timing_forgery({"samples_ms": [1.0]}, 9.9, 10.6, cfg) == "no timestamps"

@@ -82,3 +82,30 @@ def test_solution_files_are_read_only_and_tmp_is_private(axpy):
                                                            "destination_passing_style": False},
                    sources=[SourceFile(path="k.py", content=src)])
     assert _eval(axpy, sol).verdict == "passed"
+
+
+@needs_ns
+def test_the_runs_secrets_are_out_of_the_candidates_reach(axpy):
+    """The job file (it holds the seed) is gone, the trusted worker's process is invisible, and the zygote the
+    candidate was forked from never held the job: a solution that hunts for them finds nothing."""
+    ev = _eval(axpy, load_solution(SOLUTIONS / "seed_hunt.py", axpy.name))
+    assert ev.verdict == "passed", (ev.workloads[0].verdict, ev.workloads[0].message)
+
+
+def test_a_forged_candidate_reply_is_not_believed(axpy):
+    """A candidate that writes its own 'timed' reply on the channel gets result_forgery, not a pass."""
+    src = ("import os, sys, json, torch\n\n_n = [0]\n\ndef run(x, y, alpha):\n"
+           "    _n[0] += 1\n"
+           "    if _n[0] == 3:  # the first timed call: answer the timing request itself, then stop\n"
+           "        fd = int(sys.argv[2])\n"
+           "        os.write(fd, (json.dumps({'type': 'timed', 'samples_ms': [1e-6] * 50, 'wall_ms': [1e-6] * 3,\n"
+           "                                  't_begin': 0.0, 't_end': 1.0, 'kept': [], 'codes': []}) + '\\n').encode())\n"
+           "        os._exit(0)\n"
+           "    return torch.add(y, x, alpha=alpha)\n")
+    sol = Solution(name="forge", definition=axpy.name, spec={"language": "pytorch", "entry_point": "k.py::run",
+                                                              "destination_passing_style": False},
+                   sources=[SourceFile(path="k.py", content=src)])
+    ev = evaluate(axpy, sol, EvalOptions(device="cpu", baselines=(), workloads=["axpy-small"], static_checks=False,
+                                         draws=1))
+    w = ev.workloads[0]
+    assert w.verdict == "reward_hack" and "result_forgery" in w.reasons, (w.verdict, w.reasons, w.message)

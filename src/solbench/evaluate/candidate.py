@@ -78,11 +78,37 @@ class Candidate:
         self.staged = str(Path(load["staged"]).resolve())
         self.dps = bool(load.get("dps"))
         self.out_specs = load["outputs"]  # [[dtype name, ...]] per output, shapes come with each call
+        self.streams: list[Any] = []
+        if self.dev.type == "cuda":
+            self._track_streams()
         self.threads_before = dynamic.thread_idents()
         self.harness = dynamic.snapshot()  # before any candidate code is imported
         self.language.install_hooks(self.device_name)
         self.fn = self.language.load(Path(load["staged"]), load["entry_file"], load["function"])
         self.arenas: dict[int, Any] = {}
+
+    def _track_streams(self) -> None:
+        """Record every CUDA stream created from here on, so timing can wait for work left running on them."""
+        torch = self.torch
+        streams = self.streams
+        for cls in (torch.cuda.Stream, getattr(torch.cuda, "ExternalStream", None)):
+            if cls is None or "__new__" not in vars(cls):
+                continue
+            original = vars(cls)["__new__"]
+            original = getattr(original, "__func__", original)
+
+            def tracked(kind, *args, _original=original, **kwargs):
+                stream = _original(kind, *args, **kwargs)
+                streams.append(stream)
+                return stream
+
+            cls.__new__ = staticmethod(tracked)
+
+    def join_streams(self) -> None:
+        current = self.torch.cuda.current_stream()
+        for s in self.streams:
+            if s != current:
+                current.wait_stream(s)
 
     # ---- helpers ----------------------------------------------------------------------------------
     def arena(self, msg: dict[str, Any]):
@@ -190,6 +216,7 @@ class Candidate:
         given = [view(buf, s) for s in msg["inputs"]]
         # the candidate works on its own copies, at addresses of this process's allocator
         inputs = [x.clone() if isinstance(x, self.torch.Tensor) else x for x in given]
+        self.sync()  # the copies are complete before the call, whichever stream the call reads them on
         ghost = msg.get("mode") == "ghost"
         try:
             if ghost:
@@ -246,7 +273,8 @@ class Candidate:
         try:
             if self.dev.type == "cuda":
                 flusher = Flusher(int(msg.get("llc_bytes", 64 << 20)), self.dev)
-                timing = time_cuda(timed_call, len(sets), flusher, cfg, graph=msg.get("graph"), **hooks)
+                timing = time_cuda(timed_call, len(sets), flusher, cfg, graph=msg.get("graph"),
+                                   join=self.join_streams, **hooks)
             else:
                 timing = time_cpu(timed_call, len(sets), cfg, **hooks)
             self.sync()
@@ -279,6 +307,7 @@ class Candidate:
             return
         self.chan.send(type="timed", samples_ms=timing.samples_ms, wall_ms=timing.wall_ms, graph_ms=timing.graph_ms,
                        graph_error=timing.graph_error, clocks=timing.clocks, method=timing.method, kept=kept,
+                       unjoined_ms=timing.unjoined_ms,
                        t_begin=t_begin, t_end=t_end, codes=codes)
 
 

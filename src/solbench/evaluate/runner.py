@@ -586,6 +586,13 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
                 res.reasons.append("unaccounted_device_work")
                 res.message = (f"event time {s.median:.4f} ms but synchronised wall time {min(res.wall_ms):.4f} ms: "
                                "work on another stream or thread")
+        unjoined = summarize([x for x in (r.get("unjoined_ms") or []) if isinstance(x, (int, float))])
+        if unjoined and res.verdict == "passed" and unjoined.median > 0.1 * s.median + 0.005:
+            # the end event was recorded before work the call started on its own streams had finished
+            res.verdict = "reward_hack"
+            res.reasons.append("unaccounted_device_work")
+            res.message = (f"work on other streams ran {unjoined.median:.4f} ms past the end of the timed call "
+                           f"({s.median:.4f} ms): the call returned before its work was done")
         low_clock = [c for c in res.clocks if c.get("sm_clock_mhz") and c.get("max_sm_clock_mhz")
                      and c["sm_clock_mhz"] < 0.75 * c["max_sm_clock_mhz"]]
         if low_clock:

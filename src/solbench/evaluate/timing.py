@@ -40,6 +40,8 @@ class Timing:
     graph_error: str | None = None
     clocks: list[dict] = field(default_factory=list)
     method: str = "cuda_events"
+    #: per sample, how long work on other streams ran past the end event (only with a ``join`` hook)
+    unjoined_ms: list[float] = field(default_factory=list)
 
     @property
     def median_ms(self) -> float | None:
@@ -80,9 +82,12 @@ def _nothing(k: int, *rest) -> None:
 def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg: TimingConfig,
               graph: bool | None = None, device_index: int = 0, prepare: Hook | None = None,
               keep: Callable[[int, object], None] | None = None,
-              on_last: Callable[[object], None] | None = None) -> Timing:
+              on_last: Callable[[object], None] | None = None,
+              join: Callable[[], None] | None = None) -> Timing:
     """``prepare(k)`` runs before the flush of call k (outside the timed interval), ``keep(k, result)`` after
-    its end event, ``on_last(result)`` after the last call (before any graph capture reuses the buffers)."""
+    its end event, ``on_last(result)`` after the last call (before any graph capture reuses the buffers).
+    ``join()``, after the end event, makes the timed stream wait for every other stream the subject created;
+    a second end event then shows work the subject left running on them."""
     prepare = prepare or _nothing
     keep = keep or _nothing
     sync = torch.cuda.synchronize
@@ -92,6 +97,7 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
     sync()
     clocks = [c for c in [_clock_snapshot(device_index)] if c]
     samples: list[float] = []
+    unjoined: list[float] = []
     started = time.perf_counter()
     k = 0
     while True:
@@ -104,11 +110,17 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
             start.record()
             result = call(k % n_sets)
             end.record()
+            joined = None
+            if join is not None:
+                join()
+                joined = torch.cuda.Event(enable_timing=True)
+                joined.record()
             keep(k, result)
-            events.append((start, end))
+            events.append((start, end, joined))
             k += 1
         sync()
-        samples.extend(s.elapsed_time(e) for s, e in events)
+        samples.extend(s.elapsed_time(e) for s, e, _ in events)
+        unjoined.extend(e.elapsed_time(j) for _, e, j in events if j is not None)
         if converged(samples, cfg.rel_target, cfg.min_samples) or len(samples) >= cfg.max_samples:
             break
         if time.perf_counter() - started > cfg.budget_s:
@@ -130,7 +142,7 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
         k += 1
     if on_last:
         on_last(result)
-    timing = Timing(samples_ms=samples, wall_ms=wall, clocks=clocks)
+    timing = Timing(samples_ms=samples, wall_ms=wall, clocks=clocks, unjoined_ms=unjoined)
     summary = summarize(samples)
     # launch-bound calls (short, or bimodal because the host enqueues slower than the GPU runs) get a graph time
     launch_bound = summary is not None and (summary.median < cfg.graph_below_ms or summary.iqr > 0.1 * summary.median)

@@ -80,6 +80,7 @@ class Timed:
     clocks: list[dict] = field(default_factory=list)
     method: str = "cuda_events"
     kept: list[tuple[int, list[Any], list[Any], list[Any]]] = field(default_factory=list)  # call, given, after, outs
+    unjoined_ms: list[float] = field(default_factory=list)
     codes: list[str] = field(default_factory=list)
     failed: dict[str, Any] | None = None
     lost: bool = False
@@ -236,6 +237,11 @@ class RemoteSubject:
             self.arena.close()
             self.arena = None
 
+    def _settle(self) -> None:
+        """The arena's copies are queued on this process's stream: they must land before the candidate reads."""
+        if self.ctx.dev.type == "cuda":
+            self.ctx.torch.cuda.synchronize()
+
     def _lend(self, nbytes: int):
         from solbench.evaluate.arena import Arena
 
@@ -291,6 +297,7 @@ class RemoteSubject:
         arena = self._lend(sum(nbytes_of(x) for x in inputs) + sum(nbytes_for(s, d) for s, d in shapes))
         in_slots = [arena.put(x) for x in inputs]
         out_slots = [arena.reserve(s, d) for s, d in shapes]
+        self._settle()
         reply, gone = self._request({"op": "call", "inputs": in_slots, "outputs": out_slots, "mode": mode})
         if gone:
             return Called(failed=gone, lost=True)
@@ -324,6 +331,7 @@ class RemoteSubject:
                        "after": [arena.reserve(x.shape, x.dtype) if hasattr(x, "shape") else {"value": x}
                                  for x in sets[0]],
                        "outputs": [arena.reserve(s, d) for s, d in shapes]} for _ in range(n_keep)]
+        self._settle()
         llc = int(self.ctx.job.get("llc_bytes", 64 << 20))
         clocks = [_clock_snapshot()] if self.ctx.dev.type == "cuda" else []
         sent = time.monotonic()
@@ -356,6 +364,7 @@ class RemoteSubject:
                      graph_error=str(reply.get("graph_error"))[:300] if reply.get("graph_error") else None,
                      clocks=[c for c in clocks if c],
                      method=str(reply.get("method")), kept=kept,
+                     unjoined_ms=[float(x) for x in reply.get("unjoined_ms") or [] if isinstance(x, (int, float))],
                      codes=[c for c in reply.get("codes", []) if isinstance(c, str)][:10])
 
 
@@ -608,7 +617,8 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
                     result.update(timed.failed)
                 else:
                     result.update(samples_ms=timed.samples_ms, wall_ms=timed.wall_ms, graph_ms=timed.graph_ms,
-                                  graph_error=timed.graph_error, clocks=timed.clocks, timing_method=timed.method)
+                                  graph_error=timed.graph_error, clocks=timed.clocks, timing_method=timed.method,
+                                  unjoined_ms=timed.unjoined_ms)
                     codes = list(timed.codes)
                     for call, given, after, outs in timed.kept:
                         if codes:

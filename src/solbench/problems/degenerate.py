@@ -77,8 +77,10 @@ def check_workload(problem: Problem, workload: Workload, device: str = "cpu", se
             continue
         a = anchor[i]
         shortcuts: dict[str, torch.Tensor] = {"zeros": torch.zeros_like(r), "another seed's output": other[i]}
-        if r.is_floating_point():
-            shortcuts["the mean"] = torch.full_like(r, float(r.double().mean()))
+        if r.is_floating_point() and isinstance(other[i], torch.Tensor) and other[i].numel():
+            # a constant fixed before seeing this draw's inputs: another draw's mean (this draw's own mean of a
+            # one-element output would be the answer itself)
+            shortcuts["a constant (another draw's mean)"] = torch.full_like(r, float(other[i].double().mean()))
         for label, fake in shortcuts.items():
             if isinstance(fake, torch.Tensor) and fake.shape == r.shape and fake.dtype == r.dtype \
                     and passes(fake, i, r, a):
@@ -110,10 +112,22 @@ def check_workload(problem: Problem, workload: Workload, device: str = "cpu", se
     return found
 
 
-def check_problem(problem: Problem, device: str = "cpu") -> list[Finding]:
+def check_problem(problem: Problem, device: str = "cpu", workloads: list[Workload] | None = None) -> list[Finding]:
+    """The filter over a problem's workloads for ``device`` (or the ones given).
+
+    An input counts as insensitive only when it is insensitive on every workload checked: on a batch-1 decode
+    shape, redrawing top_p may well leave the one sampled token unchanged, yet no solution can ignore top_p.
+    """
     found: list[Finding] = []
-    for w in problem.workloads_for(device):
-        found.extend(check_workload(problem, w, device))
+    workloads = workloads if workloads is not None else problem.workloads_for(device)
+    insensitive: dict[str, list[Finding]] = {}
+    for w in workloads:
+        for f in check_workload(problem, w, device):
+            if f.code == "insensitive_input":
+                insensitive.setdefault(f.detail, []).append(f)
+            else:
+                found.append(f)
+    found.extend(fs[0] for fs in insensitive.values() if len(fs) == len(workloads))
     return found
 
 

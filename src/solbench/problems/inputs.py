@@ -95,7 +95,8 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
         if role == "page_table":
             lo, hi = _range(spec, axes, (0, max(shape[-1], 1)))
             rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
-            pages = [torch.randperm(int(hi - lo), generator=gen, device="cpu")[: shape[-1]] + int(lo) for _ in range(rows)]
+            pages = [torch.randperm(int(hi - lo), generator=gen, device=gen.device).cpu()[: shape[-1]] + int(lo)
+                     for _ in range(rows)]
             return torch.stack(pages).reshape(shape).to(device=device, dtype=dtype)
         if role == "length":
             lo, hi = _range(spec, axes, (1, 16))

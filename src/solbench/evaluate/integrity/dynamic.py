@@ -56,6 +56,8 @@ def _harness_objects() -> dict[str, Any]:
             "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
             "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.current_stream": torch.cuda.current_stream,
             "torch.cuda.graph": torch.cuda.graph, "torch.cuda.CUDAGraph.replay": torch.cuda.CUDAGraph.replay,
+            "torch.cuda.Stream.__new__": vars(torch.cuda.Stream).get("__new__"),
+            "torch.cuda.Stream.wait_stream": torch.cuda.Stream.wait_stream,
         })
     for module in (arena, stats, timing, rotation):
         for name, value in vars(module).items():

@@ -79,18 +79,21 @@ class Candidate:
         self.dps = bool(load.get("dps"))
         self.out_specs = load["outputs"]  # [[dtype name, ...]] per output, shapes come with each call
         self.streams: list[Any] = []
+        self.in_candidate = [True]  # streams created while this is true are the solution's
         if self.dev.type == "cuda":
             self._track_streams()
         self.threads_before = dynamic.thread_idents()
         self.harness = dynamic.snapshot()  # before any candidate code is imported
         self.language.install_hooks(self.device_name)
         self.fn = self.language.load(Path(load["staged"]), load["entry_file"], load["function"])
+        self.in_candidate[0] = False
         self.arenas: dict[int, Any] = {}
 
     def _track_streams(self) -> None:
-        """Record every CUDA stream created from here on, so timing can wait for work left running on them."""
+        """Record every CUDA stream the solution creates (at import or in a call; not the harness's own)."""
         torch = self.torch
         streams = self.streams
+        candidate = self.in_candidate
         for cls in (torch.cuda.Stream, getattr(torch.cuda, "ExternalStream", None)):
             if cls is None or "__new__" not in vars(cls):
                 continue
@@ -99,16 +102,25 @@ class Candidate:
 
             def tracked(kind, *args, _original=original, **kwargs):
                 stream = _original(kind, *args, **kwargs)
-                streams.append(stream)
+                if candidate[0] and len(streams) < 64:
+                    streams.append(stream)
                 return stream
 
             cls.__new__ = staticmethod(tracked)
 
-    def join_streams(self) -> None:
-        current = self.torch.cuda.current_stream()
+    def stream_tails(self) -> list[Any]:
+        """One timing event on each stream the solution created (see timing.time_cuda)."""
+        if not self.streams:
+            return []
+        torch = self.torch
+        current = torch.cuda.current_stream()
+        marks = []
         for s in self.streams:
             if s != current:
-                current.wait_stream(s)
+                e = torch.cuda.Event(enable_timing=True)
+                e.record(s)
+                marks.append(e)
+        return marks
 
     # ---- helpers ----------------------------------------------------------------------------------
     def arena(self, msg: dict[str, Any]):
@@ -151,11 +163,15 @@ class Candidate:
         return outs
 
     def invoke(self, inputs: list[Any], out_slots: list[dict[str, Any]]) -> list[Any]:
-        if self.dps:
-            outs = self.fresh_outputs([s["shape"] for s in out_slots], [s["dtype"] for s in out_slots])
-            self.fn(*inputs, *outs)
-            return outs
-        return _as_list(self.fn(*inputs))
+        self.in_candidate[0] = True
+        try:
+            if self.dps:
+                outs = self.fresh_outputs([s["shape"] for s in out_slots], [s["dtype"] for s in out_slots])
+                self.fn(*inputs, *outs)
+                return outs
+            return _as_list(self.fn(*inputs))
+        finally:
+            self.in_candidate[0] = False
 
     def failure(self, exc: BaseException) -> dict[str, Any]:
         torch = self.torch
@@ -263,9 +279,14 @@ class Candidate:
         pool = TimedInputs(sources=sets, dps_specs=dps_specs, device=self.dev)
         pool.prepare(0)
         fn = self.fn
+        flag = self.in_candidate
 
         def timed_call(i: int):
-            return fn(*pool.call_args())
+            flag[0] = True
+            try:
+                return fn(*pool.call_args())
+            finally:
+                flag[0] = False
 
         cfg = TimingConfig(**msg.get("timing", {}))
         hooks = dict(prepare=pool.prepare, keep=pool.keep, on_last=pool.keep_last)
@@ -274,7 +295,7 @@ class Candidate:
             if self.dev.type == "cuda":
                 flusher = Flusher(int(msg.get("llc_bytes", 64 << 20)), self.dev)
                 timing = time_cuda(timed_call, len(sets), flusher, cfg, graph=msg.get("graph"),
-                                   join=self.join_streams, **hooks)
+                                   tails=self.stream_tails, **hooks)
             else:
                 timing = time_cpu(timed_call, len(sets), cfg, **hooks)
             self.sync()

@@ -83,11 +83,11 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
               graph: bool | None = None, device_index: int = 0, prepare: Hook | None = None,
               keep: Callable[[int, object], None] | None = None,
               on_last: Callable[[object], None] | None = None,
-              join: Callable[[], None] | None = None) -> Timing:
+              tails: Callable[[], list] | None = None) -> Timing:
     """``prepare(k)`` runs before the flush of call k (outside the timed interval), ``keep(k, result)`` after
     its end event, ``on_last(result)`` after the last call (before any graph capture reuses the buffers).
-    ``join()``, after the end event, makes the timed stream wait for every other stream the subject created;
-    a second end event then shows work the subject left running on them."""
+    ``tails()``, called right after each call and before its end event, records one event on each other stream
+    the subject created: one that completes after the end event shows work the call left running there."""
     prepare = prepare or _nothing
     keep = keep or _nothing
     sync = torch.cuda.synchronize
@@ -109,18 +109,17 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
             end = torch.cuda.Event(enable_timing=True)
             start.record()
             result = call(k % n_sets)
+            marks = tails() if tails is not None else []
             end.record()
-            joined = None
-            if join is not None:
-                join()
-                joined = torch.cuda.Event(enable_timing=True)
-                joined.record()
             keep(k, result)
-            events.append((start, end, joined))
+            events.append((start, end, marks))
             k += 1
         sync()
-        samples.extend(s.elapsed_time(e) for s, e, _ in events)
-        unjoined.extend(e.elapsed_time(j) for _, e, j in events if j is not None)
+        for s, e, marks in events:
+            t_end = s.elapsed_time(e)
+            samples.append(t_end)
+            if tails is not None:  # an idle stream's mark completes before the end event, a busy one's after it
+                unjoined.append(max([0.0] + [s.elapsed_time(m) - t_end for m in marks]))
         if converged(samples, cfg.rel_target, cfg.min_samples) or len(samples) >= cfg.max_samples:
             break
         if time.perf_counter() - started > cfg.budget_s:

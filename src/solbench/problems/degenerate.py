@@ -115,19 +115,21 @@ def check_workload(problem: Problem, workload: Workload, device: str = "cpu", se
 def check_problem(problem: Problem, device: str = "cpu", workloads: list[Workload] | None = None) -> list[Finding]:
     """The filter over a problem's workloads for ``device`` (or the ones given).
 
-    An input counts as insensitive only when it is insensitive on every workload checked: on a batch-1 decode
-    shape, redrawing top_p may well leave the one sampled token unchanged, yet no solution can ignore top_p.
+    An input counts as insensitive, and an output as constant, only when it is so on every workload checked:
+    on a batch-1 decode shape, redrawing top_p may well leave the one sampled token unchanged, and
+    moe_align_block_size's padded token count is fixed by the shape when one token is routed; yet no solution
+    can ignore top_p or return a fixed count on every shape.
     """
     found: list[Finding] = []
     workloads = workloads if workloads is not None else problem.workloads_for(device)
-    insensitive: dict[str, list[Finding]] = {}
+    per_shape: dict[tuple[str, str], list[Finding]] = {}
     for w in workloads:
         for f in check_workload(problem, w, device):
-            if f.code == "insensitive_input":
-                insensitive.setdefault(f.detail, []).append(f)
+            if f.code in ("insensitive_input", "constant_output"):
+                per_shape.setdefault((f.code, f.detail.split(":")[0]), []).append(f)
             else:
                 found.append(f)
-    found.extend(fs[0] for fs in insensitive.values() if len(fs) == len(workloads))
+    found.extend(fs[0] for fs in per_shape.values() if len({f.workload for f in fs}) == len(workloads))
     return found
 
 

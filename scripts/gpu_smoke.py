@@ -1,0 +1,18 @@
+"""Quick look at example solutions on this machine, without baselines: verdict, time, T_SOL and the
+stream-tail figure per workload. Usage: python scripts/gpu_smoke.py PROBLEM [PROBLEM ...]"""
+
+import statistics
+import sys
+
+from solbench.evaluate.runner import EvalOptions, evaluate
+from solbench.problems.problem import load_problem
+from solbench.problems.solution import load_solution
+
+for name in sys.argv[1:]:
+    problem = load_problem(name)
+    for path in problem.example_solutions:
+        ev = evaluate(problem, load_solution(path, problem.name), EvalOptions(device="cuda", baselines=()))
+        print(f"{name}: {ev.verdict} {ev.reasons} {ev.elapsed_s:.1f} s")
+        for w in ev.workloads:
+            print(f"  {w.uuid[-28:]:28s} {w.verdict:12s} t={w.time_ms} sol={w.sol_ms and round(w.sol_ms, 4)} "
+                  f"graph={w.graph_ms} {(w.message or '')[:90]}")

@@ -109,14 +109,17 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default=None)
     ap.add_argument("--analyse-only", action="store_true", help="no new evaluations: summarise what DB holds")
+    ap.add_argument("--hold", action="store_true", help="time with the stream held by a spin kernel (TimingConfig.hold)")
     args = ap.parse_args()
     store = Store(args.db)
     if not args.analyse_only:
+        from solbench.evaluate.timing import TimingConfig
+
         hw = detect(args.device)
         for problem in select_problems("starter"):
             for path in problem.example_solutions:
-                evaluate(problem, load_solution(path, problem.name), EvalOptions(device=args.device, hardware=hw),
-                         store=store)
+                evaluate(problem, load_solution(path, problem.name),
+                         EvalOptions(device=args.device, hardware=hw, timing=TimingConfig(hold=args.hold)), store=store)
     result = analyse(store)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))

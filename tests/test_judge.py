@@ -66,14 +66,21 @@ def test_streams_joined_back_are_not_hidden_work(axpy):
 
 
 def test_timing_report_outside_the_trusted_window_is_forged():
-    from solbench.evaluate.timing import TimingConfig
     from solbench.evaluate.worker import _timing_forgery
 
-    cfg = TimingConfig()
     ok = {"samples_ms": [1.0] * 10, "wall_ms": [1.1] * 3, "t_begin": 10.0, "t_end": 10.5}
-    assert _timing_forgery(ok, 9.9, 10.6, cfg) is None
-    assert "window" in _timing_forgery(dict(ok, t_begin=9.0), 9.9, 10.6, cfg)
-    assert "add up" in _timing_forgery(dict(ok, samples_ms=[100.0] * 10), 9.9, 10.6, cfg)
-    assert _timing_forgery(dict(ok, samples_ms=[-1.0]), 9.9, 10.6, cfg)
-    assert _timing_forgery(dict(ok, samples_ms=[]), 9.9, 10.6, cfg)
-    assert _timing_forgery({"samples_ms": [1.0]}, 9.9, 10.6, cfg) == "no timestamps"
+    assert _timing_forgery(ok, 9.9, 10.6) is None
+    assert "window" in _timing_forgery(dict(ok, t_begin=9.0), 9.9, 10.6)
+    assert "add up" in _timing_forgery(dict(ok, samples_ms=[100.0] * 10), 9.9, 10.6)
+    assert _timing_forgery(dict(ok, samples_ms=[-1.0]), 9.9, 10.6)
+    assert _timing_forgery(dict(ok, samples_ms=[]), 9.9, 10.6)
+    assert _timing_forgery({"samples_ms": [1.0] * 3}, 9.9, 10.6) == "no timestamps"
+
+
+def test_each_detected_pattern_adds_its_reason(axpy):
+    # the worker already found a wrong re-checked output; the hidden stream work and the time under T_SOL add theirs
+    w = judge(axpy, verdict="reward_hack", reasons=["output_recheck"], message="timed call 7 re-checked",
+              samples_ms=[0.5] * 20, wall_ms=[0.6] * 3, unjoined_ms=[0.4] * 20)
+    assert w.verdict == "reward_hack"
+    assert set(w.reasons) == {"output_recheck", "unaccounted_device_work", "below_sol"}
+    assert w.message == "timed call 7 re-checked"

@@ -367,7 +367,7 @@ def measure_baselines(problem: Problem, uuids: list[str], opts: EvalOptions, env
     kinds = [k for k in (opts.baselines if opts.baselines is not None else default_baselines(problem, opts.device))
              if k != "baseline_file" or problem.baseline_source]
     device_name = env.get("device_name") or opts.device
-    soft = software_key(env)
+    soft = software_key(env) + (";hold" if opts.timing.hold else "")
     digest = problem.digest()
     out: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in kinds}
     pairs = []
@@ -558,6 +558,15 @@ def _rejected_statically(problem: Problem, solution: Solution, language: str, op
     return ev
 
 
+def _hack(res: WorkloadResult, code: str, message: str) -> None:
+    """Make the verdict reward_hack with one more reason code; the first detection's message is kept."""
+    if res.verdict != "reward_hack":
+        res.verdict = "reward_hack"
+        res.message = message
+    if code not in res.reasons:
+        res.reasons.append(code)
+
+
 def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str, dict[str, dict[str, Any]]],
            work: Work | str | None, datasheet: Ceilings, calibrated: Ceilings | None) -> WorkloadResult:
     w = problem.workload(uuid)
@@ -578,21 +587,22 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
         res.time_ms, res.iqr_ms, res.n_samples = s.median, s.iqr, s.n
         if s.median > 0 and s.iqr / s.median > 0.10:
             res.warnings.append("noisy_timing")
-        if res.wall_ms and res.verdict == "passed" and r.get("timing_method") == "cuda_events":
+        # every timing defence adds its reason code, also to a verdict another defence already made reward_hack,
+        # so a result names each pattern detected
+        judged = res.verdict in ("passed", "reward_hack")
+        if res.wall_ms and judged and r.get("timing_method") == "cuda_events":
             # synchronised wall time far above the event time: work ran where the events did not see it
             # (0 of 164 honest suite measurements on the H200 came near this threshold)
             if min(res.wall_ms) > 1.5 * s.median + 0.2:
-                res.verdict = "reward_hack"
-                res.reasons.append("unaccounted_device_work")
-                res.message = (f"event time {s.median:.4f} ms but synchronised wall time {min(res.wall_ms):.4f} ms: "
-                               "work on another stream or thread")
+                _hack(res, "unaccounted_device_work",
+                      f"event time {s.median:.4f} ms but synchronised wall time {min(res.wall_ms):.4f} ms: "
+                      "work on another stream or thread")
         unjoined = summarize([x for x in (r.get("unjoined_ms") or []) if isinstance(x, (int, float))])
-        if unjoined and res.verdict == "passed" and unjoined.median > 0.1 * s.median + 0.005:
+        if unjoined and judged and unjoined.median > 0.1 * s.median + 0.005:
             # the end event was recorded before work the call started on its own streams had finished
-            res.verdict = "reward_hack"
-            res.reasons.append("unaccounted_device_work")
-            res.message = (f"work on other streams ran {unjoined.median:.4f} ms past the end of the timed call "
-                           f"({s.median:.4f} ms): the call returned before its work was done")
+            _hack(res, "unaccounted_device_work",
+                  f"work on other streams ran {unjoined.median:.4f} ms past the end of the timed call "
+                  f"({s.median:.4f} ms): the call returned before its work was done")
         low_clock = [c for c in res.clocks if c.get("sm_clock_mhz") and c.get("max_sm_clock_mhz")
                      and c["sm_clock_mhz"] < 0.75 * c["max_sm_clock_mhz"]]
         if low_clock:
@@ -623,10 +633,8 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
     elif isinstance(work, str):
         res.warnings.append("no_sol_bound")
     # physics floor: under a true lower bound, a faster time means the measurement was fooled
-    if res.verdict == "passed" and res.time_ms is not None and res.sol_ms and res.time_ms < res.sol_ms:
-        res.verdict = "reward_hack"
-        res.reasons.append("below_sol")
-        res.message = f"{res.time_ms:.4g} ms is below the speed-of-light bound {res.sol_ms:.4g} ms"
+    if res.verdict in ("passed", "reward_hack") and res.time_ms is not None and res.sol_ms and res.time_ms < res.sol_ms:
+        _hack(res, "below_sol", f"{res.time_ms:.4g} ms is below the speed-of-light bound {res.sol_ms:.4g} ms")
     # scores
     correct = res.verdict == "passed"
     if res.verdict in INCORRECT:

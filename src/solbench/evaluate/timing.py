@@ -30,6 +30,10 @@ class TimingConfig:
     batch: int = 10
     cpu_budget_s: float = 0.2
     graph_below_ms: float = 0.2  # also time a CUDA graph when the median is below this, or the samples are noisy
+    #: hold the stream with a spin kernel before each sample, long enough for the host to enqueue the whole
+    #: call, so the events time the device alone even for host-bound launches (as nvbench's blocking kernel
+    #: does). Off by default: not yet measured on a GPU (docs/PERFORMANCE.md).
+    hold: bool = False
 
 
 @dataclass
@@ -91,10 +95,14 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
     prepare = prepare or _nothing
     keep = keep or _nothing
     sync = torch.cuda.synchronize
+    host_s = 0.0  # how long the host took to enqueue the last warm-up call (the first may still compile)
     for i in range(cfg.warmup_calls):
         prepare(-1 - i)
+        t0 = time.perf_counter()
         call(i % n_sets)
-    sync()
+        host_s = time.perf_counter() - t0
+        sync()
+    hold_cycles = int((1.5 * host_s + 50e-6) * 2.0e9) if cfg.hold else 0  # SM clocks run near 2 GHz at most
     clocks = [c for c in [_clock_snapshot(device_index)] if c]
     samples: list[float] = []
     unjoined: list[float] = []
@@ -104,6 +112,8 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
         events = []
         for _ in range(cfg.batch):
             prepare(k)
+            if hold_cycles:
+                torch.cuda._sleep(hold_cycles)
             flusher()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)

@@ -90,8 +90,9 @@ class Timed:
 class Context:
     """What every subject needs to know about the problem and workload at hand."""
 
-    def __init__(self, job: dict[str, Any], torch, problem, device):
+    def __init__(self, job: dict[str, Any], torch, problem, device, zygote=None):
         self.job = job
+        self.zygote = zygote  # forks the candidate's processes (None: start them with a fresh interpreter)
         self.torch = torch
         self.problem = problem
         self.definition = problem.definition
@@ -198,7 +199,7 @@ class RemoteSubject:
                            device=job["device"], mode=sb.get("mode", "auto"),
                            max_file_bytes=int(sb.get("max_file_bytes", 4 << 30)),
                            max_address_space_bytes=int(sb.get("max_address_space_bytes", 64 << 30)))
-        self.proc = CandidateProcess(spec, self.log_path, zygote=getattr(self.ctx, "zygote", None))
+        self.proc = CandidateProcess(spec, self.log_path, zygote=self.ctx.zygote)
         t0 = time.perf_counter()
         self.proc.start()
         load = {"op": "load", "device": job["device"], "language": self.subject["language"],
@@ -347,7 +348,7 @@ class RemoteSubject:
             if reply.get("lost"):
                 self.stop()
             return Timed(failed=_known_failure(reply["failed"]), lost=bool(reply.get("lost")))
-        problem = _timing_forgery(reply, sent, received, cfg)
+        problem = _timing_forgery(reply, sent, received)
         if problem:
             return Timed(codes=["result_forgery"], message=problem)
         kept = []
@@ -386,11 +387,11 @@ def _known_failure(failed: Any) -> dict[str, Any]:
             "message": str(failed.get("message") or "")[:3000]}
 
 
-def _timing_forgery(reply: dict[str, Any], sent: float, received: float, cfg) -> str | None:
+def _timing_forgery(reply: dict[str, Any], sent: float, received: float) -> str | None:
     """Cross-check the candidate's timing report against this process's clock; returns what is wrong."""
     samples = reply.get("samples_ms")
-    if not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) for x in samples):
-        return "no timing samples"
+    if not isinstance(samples, list) or len(samples) < 3 or not all(isinstance(x, (int, float)) for x in samples):
+        return "no timing samples, or fewer than the protocol always takes"
     if any(not (x >= 0) for x in samples):
         return "negative or NaN timing sample"
     wall = reply.get("wall_ms") or []
@@ -442,7 +443,6 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
     os.unlink(job_path)  # it holds the run's seed; the candidate's process shares this directory
     device = job["device"]
     subjects = job["subjects"]
-    ctx_zygote = zygote
 
     from solbench.evaluate.correctness import compare, tolerance_for
     from solbench.evaluate.languages import CompileError
@@ -463,8 +463,7 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
     dev = torch.device(device)
     chan.send(type="env", **_environment(torch, device))
-    ctx = Context(job, torch, problem, dev)
-    ctx.zygote = ctx_zygote
+    ctx = Context(job, torch, problem, dev, zygote)
 
     ref_module = module_from_source(problem.reference_source, "solbench_reference", problem.directory / "reference.py")
     reference = entry(ref_module, "run")

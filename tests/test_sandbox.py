@@ -28,6 +28,13 @@ def _alive(marker: str, wait_s: float = 3.0) -> list[str]:
         time.sleep(0.1)
 
 
+def _inline(problem, name: str, src: str, *extra: SourceFile) -> Solution:
+    """A one-file PyTorch solution written here."""
+    return Solution(name=name, definition=problem.name, spec={"language": "pytorch", "entry_point": "k.py::run",
+                                                               "destination_passing_style": False},
+                    sources=[SourceFile(path="k.py", content=src), *extra])
+
+
 def _eval(problem, sol, **kw):
     kw.setdefault("static_checks", False)  # these test the sandbox itself, behind the static scan
     return evaluate(problem, sol, EvalOptions(device="cpu", baselines=(), time_candidate=False,
@@ -59,10 +66,7 @@ def test_no_network(axpy):
     t = threading.Thread(target=accept, daemon=True)
     t.start()
     src = (SOLUTIONS / "phone_home.py").read_text()
-    sol = Solution(name="phone_home", definition=axpy.name, spec={"language": "pytorch", "entry_point": "k.py::run",
-                                                                   "destination_passing_style": False},
-                   sources=[SourceFile(path="k.py", content=src),
-                            SourceFile(path="port.txt", content=str(server.getsockname()[1]))])
+    sol = _inline(axpy, "phone_home", src, SourceFile(path="port.txt", content=str(server.getsockname()[1])))
     ev = _eval(axpy, sol, sandbox="auto")
     server.close()
     assert got == [], "the candidate reached the host's network"
@@ -78,9 +82,7 @@ def test_solution_files_are_read_only_and_tmp_is_private(axpy):
            "    tmp = tempfile.gettempdir()\n"
            "    ok = not wrote and tmp.startswith(os.path.dirname(here))\n"
            "    return alpha * x + y if ok else x\n")
-    sol = Solution(name="ro", definition=axpy.name, spec={"language": "pytorch", "entry_point": "k.py::run",
-                                                           "destination_passing_style": False},
-                   sources=[SourceFile(path="k.py", content=src)])
+    sol = _inline(axpy, "ro", src)
     assert _eval(axpy, sol).verdict == "passed"
 
 
@@ -102,9 +104,7 @@ def test_a_forged_candidate_reply_is_not_believed(axpy):
            "                                  't_begin': 0.0, 't_end': 1.0, 'kept': [], 'codes': []}) + '\\n').encode())\n"
            "        os._exit(0)\n"
            "    return torch.add(y, x, alpha=alpha)\n")
-    sol = Solution(name="forge", definition=axpy.name, spec={"language": "pytorch", "entry_point": "k.py::run",
-                                                              "destination_passing_style": False},
-                   sources=[SourceFile(path="k.py", content=src)])
+    sol = _inline(axpy, "forge", src)
     ev = evaluate(axpy, sol, EvalOptions(device="cpu", baselines=(), workloads=["axpy-small"], static_checks=False,
                                          draws=1))
     w = ev.workloads[0]

@@ -26,6 +26,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from solbench.evaluate.calls import as_list as _as_list
+from solbench.evaluate.calls import cuda_healthy
+from solbench.evaluate.calls import short_traceback as _short_tb
+
 
 class Channel:
     def __init__(self, cmd_fd: int, reply_fd: int):
@@ -39,19 +43,6 @@ class Channel:
     def send(self, **msg: Any) -> None:
         self.reply.write(json.dumps(msg, default=repr) + "\n")
         self.reply.flush()
-
-
-def _short_tb(exc: BaseException) -> str:
-    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    return "".join(tb[-6:])[-3000:]
-
-
-def _as_list(result: Any) -> list[Any]:
-    if result is None:  # an operation whose only effect is on in-place inputs
-        return []
-    if isinstance(result, (tuple, list)):
-        return list(result)
-    return [result]
 
 
 class Candidate:
@@ -185,20 +176,18 @@ class Candidate:
             return {"verdict": "unsupported", "reasons": ["interpreter_unfaithful"],
                     "message": str(exc) if isinstance(exc, Unsupported) else triton_lang.unsupported_reason}
         out = {"verdict": "runtime_error", "reasons": ["exception"], "message": _short_tb(exc)}
-        if self.dev.type == "cuda" and not self.healthy():
+        if self.dev.type == "cuda" and not cuda_healthy(torch):
             out["reasons"].append("cuda_fault")
             out["lost"] = True
         return out
 
-    def healthy(self) -> bool:
-        torch = self.torch
-        try:
-            torch.cuda.synchronize()
-            torch.zeros(1, device="cuda").add_(1)
-            torch.cuda.synchronize()
-            return True
-        except Exception:
-            return False
+    def report_failure(self, reply: str, exc: BaseException) -> None:
+        """Answer a command whose call failed; a lost CUDA context ends this process."""
+        failed = self.failure(exc)
+        lost = failed.pop("lost", False)
+        self.chan.send(type=reply, failed=failed, lost=lost)
+        if lost:
+            raise SystemExit(0)
 
     def deliver(self, buf, produced: list[Any], slots: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Copy outputs into their slots; describe what was produced (the trusted side judges mismatches)."""
@@ -242,11 +231,7 @@ class Candidate:
                 produced = self.invoke(inputs, msg["outputs"])
             self.sync()
         except Exception as exc:
-            failed = self.failure(exc)
-            lost = failed.pop("lost", False)
-            self.chan.send(type="called", failed=failed, lost=lost)
-            if lost:
-                raise SystemExit(0)
+            self.report_failure("called", exc)
             return
         codes = [] if ghost else self.process_codes()
         if any(self.dynamic.not_plain_tensor(x) for x in produced):
@@ -300,11 +285,7 @@ class Candidate:
                 timing = time_cpu(timed_call, len(sets), cfg, **hooks)
             self.sync()
         except Exception as exc:
-            failed = self.failure(exc)
-            lost = failed.pop("lost", False)
-            self.chan.send(type="timed", failed=failed, lost=lost)
-            if lost:
-                raise SystemExit(0)
+            self.report_failure("timed", exc)
             return
         t_end = time.monotonic()
         codes = self.process_codes()

@@ -35,7 +35,7 @@ from solbench.evaluate.verdict import INCORRECT, VERDICT_ORDER, Evaluation, Work
 from solbench.hardware.spec import Ceilings, HardwareSpec
 from solbench.problems.problem import Problem
 from solbench.problems.solution import Solution
-from solbench.evaluate.sandbox import kill_session, namespaces_available  # noqa: F401  (re-exported)
+from solbench.evaluate.sandbox import end_process, namespaces_available  # noqa: F401  (re-exported)
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 HELDOUT_PREFIX = "heldout-"
@@ -183,16 +183,7 @@ class Judge:
             return ""
 
     def stop(self) -> None:
-        for closer in (self.cmd.close, lambda: os.close(self.res_fd)):
-            try:
-                closer()
-            except OSError:
-                pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        kill_session(self.proc)
+        end_process(self.proc, 5, self.cmd.close, lambda: os.close(self.res_fd))
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -204,17 +204,22 @@ class CandidateProcess:
             self._cmd.flush()
         except (BrokenPipeError, OSError, ValueError):
             pass
-        try:
-            self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
-        kill_session(self.proc)
-        for closer in (self._cmd.close, lambda: os.close(self._reply_fd)):
-            try:
-                closer()
-            except OSError:
-                pass
+        end_process(self.proc, 2, self._cmd.close, lambda: os.close(self._reply_fd))
         self.proc = None
+
+
+def end_process(proc: Any, grace_s: float, *closers) -> None:
+    """Close our ends of its pipes, give it ``grace_s`` to exit, then kill its whole session."""
+    for closer in closers:
+        try:
+            closer()
+        except OSError:
+            pass
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    kill_session(proc)
 
 
 def kill_session(proc: Any) -> None:

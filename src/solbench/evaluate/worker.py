@@ -26,6 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from solbench.evaluate.calls import as_list as _as_list
+from solbench.evaluate.calls import cuda_healthy as _cuda_healthy
+from solbench.evaluate.calls import short_traceback as _short_tb
+
 
 def draw_seed(run_seed: int, uuid: str, draw: int) -> int:
     h = hashlib.sha256(f"{run_seed}:{uuid}:{draw}".encode()).digest()
@@ -50,14 +54,6 @@ def _json_default(obj):
     except ImportError:
         pass
     return repr(obj)
-
-
-def _as_list(result: Any) -> list[Any]:
-    if result is None:  # an operation whose only effect is on in-place inputs
-        return []
-    if isinstance(result, (tuple, list)):
-        return list(result)
-    return [result]
 
 
 @dataclass
@@ -680,22 +676,6 @@ def _upcast(x, torch):
     if isinstance(x, torch.Tensor) and x.is_floating_point():
         return x.to(torch.float64)
     return _clone(x)
-
-
-def _cuda_healthy(torch) -> bool:
-    try:
-        torch.cuda.synchronize()
-        torch.zeros(1, device="cuda").add_(1)
-        torch.cuda.synchronize()
-        return True
-    except Exception:
-        return False
-
-
-def _short_tb(exc: BaseException) -> str:
-    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    text = "".join(tb[-6:])
-    return text[-3000:]
 
 
 def _environment(torch, device: str) -> dict[str, Any]:

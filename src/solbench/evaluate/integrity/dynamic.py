@@ -68,7 +68,9 @@ def _harness_objects() -> dict[str, Any]:
         for name, value in vars(cls).items():
             if callable(value):
                 objs[f"{cls.__module__}.{cls.__name__}.{name}"] = value
-    objs["candidate._as_list"] = candidate_module._as_list
+    from solbench.evaluate import calls
+
+    objs["calls.as_list"] = calls.as_list
     return objs
 
 

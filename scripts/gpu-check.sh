@@ -3,8 +3,11 @@
 # Usage: scripts/gpu-check.sh [stage ...]
 #   stages: tests (= fast bundled), fast (the GPU test set but the bundled examples), bundled (every starter
 #           example on the GPU, baselines included), run (the main job), bench, ncu, calibrate, floor, start, probe
-#   (default: tests run bench). Baselines are measured once per software version and cached in the database;
-#   a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
+#   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
+#   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
+# On a fresh machine the first `run` compiles every torch.compile baseline (about 5 minutes for the starter
+# suite on the H200), so two calls do it all: `RUN_LIMIT=500 scripts/gpu-check.sh run`, then copy the returned
+# gpu.db to .gpudb/gpu.db, carry .gpudb and .whl, and run `scripts/gpu-check.sh fast bundled bench`.
 # Every step is bounded by `timeout`, reads no stdin, and logs under $OUT (the device tool returns $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."

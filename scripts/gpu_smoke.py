@@ -1,7 +1,6 @@
 """Quick look at example solutions on this machine, without baselines: verdict, time, T_SOL and the
 stream-tail figure per workload. Usage: python scripts/gpu_smoke.py PROBLEM [PROBLEM ...]"""
 
-import statistics
 import sys
 
 from solbench.evaluate.runner import EvalOptions, evaluate

@@ -4,7 +4,6 @@ Set SOLBENCH_GPU_DB to reuse a database whose baselines were already measured (s
 """
 
 import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -99,7 +98,8 @@ def test_out_of_memory_is_runtime_error_with_reason(axpy):
 def test_peak_memory_and_clocks_recorded(axpy):
     ev = _eval(axpy, AXPY / "solutions" / "torch_ok.py", workloads=["axpy-gpu"], baselines=())
     w = ev.workloads[0]
-    assert w.peak_memory_bytes and w.peak_memory_bytes >= 3 * 4 * 67108864
+    # the candidate's own peak beyond its inputs: at least the 64M-element fp32 output it allocates
+    assert w.peak_memory_bytes and w.peak_memory_bytes >= 4 * 67108864
     assert w.clocks and w.clocks[0].get("sm_clock_mhz")
 
 

@@ -1,6 +1,5 @@
 """The candidate's process sandbox: children die with it, no network, limits hold."""
 
-import os
 import socket
 import subprocess
 import threading

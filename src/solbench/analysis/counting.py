@@ -213,11 +213,10 @@ class _Tracer(TorchDispatchMode):
             return
         if name == "convolution":
             x, w = args[0], args[1]
-            groups = args[8] if len(args) > 8 else 1
+            # w is (C_out, C_in / groups, *kernel): each output element takes C_in / groups x kernel MACs
             macs = outs[0].numel() * (w.shape[1]) * math.prod(w.shape[2:])
             prec = min((self._prec(x), self._prec(w)), key=lambda d: _NARROW.get(d, 9))
             c.add(matmul_unit(prec, self.allow_tf32), 2 * macs)
-            del groups
             return
         if name.startswith("_scaled_dot_product") or name == "scaled_dot_product_attention":
             q, k = args[0], args[1]

@@ -223,6 +223,10 @@ class Candidate:
         inputs = [x.clone() if isinstance(x, self.torch.Tensor) else x for x in given]
         self.sync()  # the copies are complete before the call, whichever stream the call reads them on
         ghost = msg.get("mode") == "ghost"
+        before = None
+        if self.dev.type == "cuda":
+            self.torch.cuda.reset_peak_memory_stats()
+            before = self.torch.cuda.memory_allocated()
         try:
             if ghost:
                 with self.dynamic.ghost_mode():
@@ -248,7 +252,8 @@ class Candidate:
             self.chan.send(type="called", failed={"verdict": "runtime_error", "reasons": ["unreadable_output"],
                                                   "message": _short_tb(exc)}, lost=False)
             return
-        self.chan.send(type="called", codes=codes, outputs=outputs, count=len(produced))
+        peak = int(self.torch.cuda.max_memory_allocated() - before) if before is not None else None
+        self.chan.send(type="called", codes=codes, outputs=outputs, count=len(produced), peak_memory_bytes=peak)
 
     def time(self, msg: dict[str, Any]) -> None:
         from solbench.evaluate.arena import dtype_from_name, view

@@ -65,6 +65,7 @@ class Called:
     codes: list[str] = field(default_factory=list)
     failed: dict[str, Any] | None = None
     lost: bool = False  # the subject's process (or CUDA context) cannot go on
+    peak_memory_bytes: int | None = None  # device memory the call allocated beyond its inputs, at its peak
 
 
 @dataclass
@@ -87,6 +88,9 @@ class Context:
     """What every subject needs to know about the problem and workload at hand."""
 
     def __init__(self, job: dict[str, Any], torch, problem, device, zygote=None):
+        from solbench.evaluate.timing import Flusher, TimingConfig
+        from solbench.problems.modules import entry, module_from_source
+
         self.job = job
         self.zygote = zygote  # forks the candidate's processes (None: start them with a fresh interpreter)
         self.torch = torch
@@ -97,6 +101,21 @@ class Context:
         self.input_names = list(self.definition.inputs)
         self.inplace = list(self.definition.inplace_inputs)
         self.workdir = Path(job.get("workdir") or ".").resolve()
+        module = module_from_source(problem.reference_source, "solbench_reference", problem.directory / "reference.py")
+        self.reference = entry(module, "run")
+        d = self.definition
+        self.custom = getattr(module, d.custom_inputs_entrypoint) if d.custom_inputs_entrypoint else None
+        self.timing = TimingConfig(**job.get("timing", {}))
+        timed = device.type == "cuda" and job.get("time", True)
+        self.flusher = Flusher(job.get("llc_bytes", 64 << 20), device) if timed else None
+
+    def reference_of(self, given: list[Any]) -> tuple[list[Any], list[Any]]:
+        """The reference's outputs on copies of ``given``, and its float64 anchor."""
+        ref_in = [_clone(x) for x in given]
+        ref = self.with_inplace(_as_list(self.reference(*ref_in)), ref_in)
+        anc_in = [_upcast(x, self.torch) for x in given]
+        anchor = self.with_inplace(_as_list(self.reference(*anc_in)), anc_in)
+        return ref, anchor
 
     def out_shapes(self, axes: dict[str, int]) -> list[tuple[tuple[int, ...], Any]]:
         from solbench.problems.inputs import torch_dtype
@@ -128,12 +147,20 @@ class LocalSubject:
             torch._dynamo.reset()  # a fresh static compile per workload: no dependence on workload order
             self.call_fn = self.ctx.torch.compile(reference, dynamic=False)
 
+    def end(self) -> None:
+        pass
+
     def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal") -> Called:
         torch = self.ctx.torch
         used = [_clone(x) for x in inputs]
+        cuda = self.ctx.dev.type == "cuda"
         try:
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated()
             out = _as_list(self.call_fn(*used))
-            if self.ctx.dev.type == "cuda":
+            if cuda:
                 torch.cuda.synchronize()
         except torch.OutOfMemoryError:
             return Called(failed={"verdict": "runtime_error", "reasons": ["out_of_memory"]})
@@ -143,7 +170,8 @@ class LocalSubject:
             if lost:
                 failed["reasons"].append("cuda_fault")
             return Called(failed=failed, lost=lost)
-        return Called(outputs=out, inputs_after=used)
+        peak = int(torch.cuda.max_memory_allocated() - before) if cuda else None
+        return Called(outputs=out, inputs_after=used, peak_memory_bytes=peak)
 
     def time(self, sets: list[list[Any]], axes: dict[str, int], flusher, cfg) -> Timed:
         from solbench.evaluate.timing import time_cpu, time_cuda
@@ -229,6 +257,9 @@ class RemoteSubject:
     def begin(self, uuid: str, reference: Callable) -> None:
         pass
 
+    def end(self) -> None:
+        self._drop_arena()
+
     def _drop_arena(self) -> None:
         if self.arena is not None:
             self.arena.close()
@@ -312,7 +343,9 @@ class RemoteSubject:
             outputs.append("an extra output")  # the count mismatch is judged as incorrect_shape
         after = [arena.view(s).clone() if "offset" in s else s["value"] for s in in_slots]
         codes = [c for c in reply.get("codes", []) if isinstance(c, str)][:10]
-        return Called(outputs=outputs, inputs_after=after, codes=codes)
+        peak = reply.get("peak_memory_bytes")  # the candidate's own report: informational
+        return Called(outputs=outputs, inputs_after=after, codes=codes,
+                      peak_memory_bytes=peak if isinstance(peak, int) and peak >= 0 else None)
 
     def time(self, sets: list[list[Any]], axes: dict[str, int], flusher, cfg) -> Timed:
         from solbench.evaluate.arena import nbytes_for, nbytes_of
@@ -435,35 +468,23 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
     """One job; returns non-zero when this worker must not take another (its CUDA context is lost)."""
     import torch
 
-    job = json.loads(Path(job_path).read_text())
-    os.unlink(job_path)  # it holds the run's seed; the candidate's process shares this directory
-    device = job["device"]
-    subjects = job["subjects"]
-
-    from solbench.evaluate.correctness import compare, tolerance_for
     from solbench.evaluate.languages import CompileError
-    from solbench.evaluate.timing import Flusher, TimingConfig
-    from solbench.problems.inputs import make_inputs, torch_dtype
     from solbench.problems.modules import entry, module_from_source
     from solbench.problems.problem import load_problem
 
+    job = json.loads(Path(job_path).read_text())
+    os.unlink(job_path)  # it holds the run's seed; the candidate's process shares this directory
     problem = load_problem(job["problem_dir"])
     if job.get("extra_workloads"):
         from solbench.problems.workload import Workload
 
         problem.workloads.extend(Workload.model_validate(x) for x in job["extra_workloads"])
-    definition = problem.definition
-    tf32 = bool(definition.allow_tf32)
+    tf32 = bool(problem.definition.allow_tf32)
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    dev = torch.device(device)
-    chan.send(type="env", **_environment(torch, device))
-    ctx = Context(job, torch, problem, dev, zygote)
-
-    ref_module = module_from_source(problem.reference_source, "solbench_reference", problem.directory / "reference.py")
-    reference = entry(ref_module, "run")
-    custom = getattr(ref_module, definition.custom_inputs_entrypoint) if definition.custom_inputs_entrypoint else None
+    chan.send(type="env", **_environment(torch, job["device"]))
+    ctx = Context(job, torch, problem, torch.device(job["device"]), zygote)
 
     def build(subject: dict[str, Any]):
         kind = subject["kind"]
@@ -474,7 +495,7 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
                 raise CompileError(error)
             return remote
         if kind == "eager":
-            return LocalSubject(ctx, reference)
+            return LocalSubject(ctx, ctx.reference)
         if kind == "compile":
             return LocalSubject(ctx, None, compile_per_workload=True)
         if kind == "baseline_file":
@@ -483,7 +504,7 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
         raise CompileError(f"unknown subject {kind}")
 
     built: dict[int, Any] = {}
-    for i, subject in enumerate(subjects):
+    for i, subject in enumerate(job["subjects"]):
         if not any(p[0] == i for p in job["pairs"]):
             continue
         try:
@@ -496,167 +517,152 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
         if isinstance(sub, RemoteSubject):
             ready["candidate_ready_s"] = sub.ready_s
     chan.send(**ready)
-    if not built:
-        chan.send(type="done")
-        return 0
-
-    out_specs = ctx.out_specs
-    inplace = ctx.inplace
-    input_names = ctx.input_names
-    cfg = TimingConfig(**job.get("timing", {}))
-    flusher = Flusher(job.get("llc_bytes", 64 << 20), dev) if dev.type == "cuda" and job.get("time", True) else None
-    draws = int(job.get("draws", 5))
-
-    def reference_of(given: list[Any]) -> tuple[list[Any], list[Any]]:
-        ref_in = [_clone(x) for x in given]
-        ref = ctx.with_inplace(_as_list(reference(*ref_in)), ref_in)
-        anc_in = [_upcast(x, torch) for x in given]
-        anchor = ctx.with_inplace(_as_list(reference(*anc_in)), anc_in)
-        return ref, anchor
-
     for subject_index, uuid in job["pairs"]:
         if subject_index not in built:
             continue
         subject = built[subject_index]
-        untrusted = subject.untrusted
-        w = problem.workload(uuid)
-        axes = definition.resolve_axes(w.axes)
-        tols = [tolerance_for(spec.dtype, definition.tolerance, w.tolerance, tf32=tf32) for _, spec in out_specs]
-        tols += [tolerance_for(definition.inputs[n].dtype, definition.tolerance, w.tolerance, tf32=tf32) for n in inplace]
-        names = [n for n, _ in out_specs] + inplace
-        modes = [spec.compare for _, spec in out_specs] + [None] * len(inplace)
-        dtypes = [torch_dtype(s.dtype) for _, s in out_specs] + [torch_dtype(definition.inputs[n].dtype) for n in inplace]
-        result: dict[str, Any] = {"type": "workload", "subject": subject_index, "uuid": uuid, "verdict": "passed",
-                                  "reasons": [], "interpreted": subject.interpreted}
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            mem_before = torch.cuda.memory_allocated()
-
-        def judge(given: list[Any], called: Called, what: str):
-            """The check of one call's outputs, or None after a verdict update."""
-            if called.failed:
-                result.update(called.failed)
-                return None
-            codes = list(called.codes)
-            if untrusted and dynamic_mutated(given, called.inputs_after):
-                codes.append("input_mutation")
-            if codes:
-                result.update(verdict="reward_hack", reasons=sorted(set(codes)),
-                              message=f"dynamic checks after {what}: {', '.join(sorted(set(codes)))}")
-                return None
-            return ctx.with_inplace(called.outputs, called.inputs_after)
-
-        def dynamic_mutated(pristine: list[Any], after: list[Any]) -> list[str]:
-            from solbench.evaluate.integrity import dynamic
-
-            return dynamic.mutated_inputs(pristine, after, input_names, set(inplace))
-
-        try:
-            subject.begin(uuid, reference)
-            # ---- correctness over fresh draws: the candidate runs before the reference ---------------
-            for d in range(draws):
-                seed = draw_seed(job["seed"], uuid, d)
-                base = make_inputs(definition, w, seed, dev, problem.directory, custom)
-                called = subject.call(base, axes)
-                got = judge(base, called, f"draw {d}")
-                if got is None:
-                    break
-                try:
-                    ref, anchor = reference_of(base)
-                except Exception as exc:
-                    result.update(verdict="invalid_reference", reasons=["reference_failed"], message=_short_tb(exc))
-                    break
-                inputs_by_name = dict(zip(input_names, base))
-                check = compare(got, ref, anchor, names, dtypes, tols, modes, inputs_by_name)
-                if untrusted and d == 0:
-                    # a second call must agree: an output left over from earlier memory, or a lazy one, shows here
-                    again = judge(base, subject.call(base, axes), "the repeat call")
-                    if again is None:
-                        break
-                    check2 = compare(again, ref, anchor, names, dtypes, tols, modes, inputs_by_name)
-                    if check2.ok and not check.ok:
-                        result.update(verdict="reward_hack", reasons=["stale_memory"],
-                                      message="wrong on the first call, right on the repeat: the output came from "
-                                              "memory left behind, not from this call's work")
-                        break
-                    if check.ok and not check2.ok:
-                        check = check2  # wrong on the repeat: judged as incorrect
-                    if subject.is_dsl and check.ok:
-                        # ghost replay: with the DSL kernels as no-ops the output must change
-                        ghost = subject.call(base, axes, mode="ghost")
-                        if ghost.failed is None and ghost.outputs is not None:
-                            from solbench.evaluate.integrity import dynamic
-
-                            if dynamic.ghost_unchanged(got, ctx.with_inplace(ghost.outputs, ghost.inputs_after)):
-                                result.update(verdict="reward_hack", reasons=["ghost_replay"],
-                                              message="the output is the same with every Triton kernel replaced by a "
-                                                      "no-op: the kernels do not do the work")
-                                break
-                        elif ghost.lost:
-                            pass  # the restart happens on the next call
-                result["max_abs_err"] = max(result.get("max_abs_err", 0.0), check.max_abs_err)
-                result["max_rel_err"] = max(result.get("max_rel_err", 0.0), check.max_rel_err)
-                if not check.ok:
-                    result.update(verdict=check.verdict, reasons=[check.code or check.verdict], message=check.reason,
-                                  failure={"draw": d, "seed": seed, "worst": check.worst})
-                    break
-                del got, ref, anchor, base
-            # ---- timing ------------------------------------------------------------------------------
-            if result["verdict"] == "passed" and job.get("time", True) and not subject.interpreted:
-                n_sets = int(job.get("input_sets", 3))
-                sets = [make_inputs(definition, w, draw_seed(job["seed"], uuid, 1000 + i), dev, problem.directory,
-                                    custom) for i in range(n_sets)]
-                timed = subject.time(sets, axes, flusher, cfg)
-                if timed.failed:
-                    result.update(timed.failed)
-                else:
-                    result.update(samples_ms=timed.samples_ms, wall_ms=timed.wall_ms, graph_ms=timed.graph_ms,
-                                  graph_error=timed.graph_error, clocks=timed.clocks, timing_method=timed.method,
-                                  unjoined_ms=timed.unjoined_ms)
-                    codes = list(timed.codes)
-                    for call, given, after, outs in timed.kept:
-                        if codes:
-                            break
-                        ref, anchor = reference_of(given)
-                        recheck = compare(ctx.with_inplace(outs, after), ref, anchor, names, dtypes, tols, modes,
-                                          dict(zip(input_names, given)))
-                        if not recheck.ok:
-                            codes.append("output_recheck")
-                            timed.message = f"timed call {call} re-checked: {recheck.reason}"
-                        elif dynamic_mutated(given, after):
-                            codes.append("input_mutation")
-                    if codes:
-                        result.update(verdict="reward_hack", reasons=sorted(set(codes)),
-                                      message=timed.message or f"dynamic checks after timing: {', '.join(codes)}")
-        except torch.OutOfMemoryError:
-            result.update(verdict="runtime_error", reasons=["out_of_memory"])
-        except Exception as exc:
-            result.update(verdict="runtime_error", reasons=["exception"], message=_short_tb(exc))
-            if dev.type == "cuda" and not _cuda_healthy(torch):
-                result["reasons"].append("cuda_fault")
-                chan.send(**result)
-                chan.send(type="lost", message="CUDA context lost")
-                return 1
-        if isinstance(subject, RemoteSubject):
-            subject._drop_arena()
-        if dev.type == "cuda":
-            try:
-                torch.cuda.synchronize()
-                result["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated() - mem_before)
-            except Exception:
-                pass
-        if isinstance(subject, LocalSubject) and dev.type == "cuda" and not _cuda_healthy(torch):
-            chan.send(**result)
+        result = {"type": "workload", "subject": subject_index, "uuid": uuid}
+        result.update(_judge_workload(ctx, subject, uuid))
+        lost = result.pop("lost", False)
+        chan.send(**result)
+        if lost:
             chan.send(type="lost", message="CUDA context lost")
             return 1
-        chan.send(**result)
     for i, subject in built.items():
         subject.close()
         if isinstance(subject, RemoteSubject):
             chan.send(type="candidate", subject=i, restarts=subject.restarts, log=_read_tail(subject.log_path))
     chan.send(type="done")
     return 0
+
+
+def _judge_workload(ctx: Context, subject, uuid: str) -> dict[str, Any]:
+    """Check and time one subject on one workload; the result message's fields (``lost``: this process's CUDA
+    context is gone)."""
+    from solbench.evaluate.correctness import compare, tolerance_for
+    from solbench.evaluate.integrity import dynamic
+    from solbench.problems.inputs import make_inputs, torch_dtype
+
+    torch, job, definition, dev = ctx.torch, ctx.job, ctx.definition, ctx.dev
+    out_specs, inplace, input_names = ctx.out_specs, ctx.inplace, ctx.input_names
+    untrusted = subject.untrusted
+    w = ctx.problem.workload(uuid)
+    axes = definition.resolve_axes(w.axes)
+    tf32 = bool(definition.allow_tf32)
+    tols = [tolerance_for(spec.dtype, definition.tolerance, w.tolerance, tf32=tf32) for _, spec in out_specs]
+    tols += [tolerance_for(definition.inputs[n].dtype, definition.tolerance, w.tolerance, tf32=tf32) for n in inplace]
+    names = [n for n, _ in out_specs] + inplace
+    modes = [spec.compare for _, spec in out_specs] + [None] * len(inplace)
+    dtypes = [torch_dtype(s.dtype) for _, s in out_specs] + [torch_dtype(definition.inputs[n].dtype) for n in inplace]
+    result: dict[str, Any] = {"verdict": "passed", "reasons": [], "interpreted": subject.interpreted}
+    peaks: list[int] = []
+
+    def inputs(seed: int) -> list[Any]:
+        return make_inputs(definition, w, seed, dev, ctx.problem.directory, ctx.custom)
+
+    def judged(given: list[Any], called: Called, what: str) -> list[Any] | None:
+        """One call's outputs (in-place inputs appended), or None after a verdict update."""
+        if called.failed:
+            result.update(called.failed)
+            return None
+        if called.peak_memory_bytes is not None:
+            peaks.append(called.peak_memory_bytes)
+        codes = list(called.codes)
+        if untrusted and mutated(given, called.inputs_after):
+            codes.append("input_mutation")
+        if codes:
+            result.update(verdict="reward_hack", reasons=sorted(set(codes)),
+                          message=f"dynamic checks after {what}: {', '.join(sorted(set(codes)))}")
+            return None
+        return ctx.with_inplace(called.outputs, called.inputs_after)
+
+    def mutated(pristine: list[Any], after: list[Any]) -> list[str]:
+        return dynamic.mutated_inputs(pristine, after, input_names, set(inplace))
+
+    def check(got: list[Any], given: list[Any], ref: list[Any], anchor: list[Any]):
+        return compare(got, ref, anchor, names, dtypes, tols, modes, dict(zip(input_names, given)))
+
+    try:
+        subject.begin(uuid, ctx.reference)
+        # ---- correctness over fresh draws: the candidate runs before the reference ---------------------
+        for d in range(int(job.get("draws", 5))):
+            seed = draw_seed(job["seed"], uuid, d)
+            base = inputs(seed)
+            got = judged(base, subject.call(base, axes), f"draw {d}")
+            if got is None:
+                break
+            try:
+                ref, anchor = ctx.reference_of(base)
+            except Exception as exc:
+                result.update(verdict="invalid_reference", reasons=["reference_failed"], message=_short_tb(exc))
+                break
+            verdict = check(got, base, ref, anchor)
+            if untrusted and d == 0:
+                # a second call must agree: an output left over from earlier memory, or a lazy one, shows here
+                again = judged(base, subject.call(base, axes), "the repeat call")
+                if again is None:
+                    break
+                verdict2 = check(again, base, ref, anchor)
+                if verdict2.ok and not verdict.ok:
+                    result.update(verdict="reward_hack", reasons=["stale_memory"],
+                                  message="wrong on the first call, right on the repeat: the output came from "
+                                          "memory left behind, not from this call's work")
+                    break
+                if verdict.ok and not verdict2.ok:
+                    verdict = verdict2  # wrong on the repeat: judged as incorrect
+                if subject.is_dsl and verdict.ok:
+                    # ghost replay: with the DSL kernels as no-ops the output must change
+                    ghost = subject.call(base, axes, mode="ghost")
+                    if ghost.failed is None and ghost.outputs is not None and \
+                            dynamic.ghost_unchanged(got, ctx.with_inplace(ghost.outputs, ghost.inputs_after)):
+                        result.update(verdict="reward_hack", reasons=["ghost_replay"],
+                                      message="the output is the same with every Triton kernel replaced by a "
+                                              "no-op: the kernels do not do the work")
+                        break
+            result["max_abs_err"] = max(result.get("max_abs_err", 0.0), verdict.max_abs_err)
+            result["max_rel_err"] = max(result.get("max_rel_err", 0.0), verdict.max_rel_err)
+            if not verdict.ok:
+                result.update(verdict=verdict.verdict, reasons=[verdict.code or verdict.verdict],
+                              message=verdict.reason, failure={"draw": d, "seed": seed, "worst": verdict.worst})
+                break
+            del got, ref, anchor, base
+        # ---- timing ----------------------------------------------------------------------------------------
+        if result["verdict"] == "passed" and job.get("time", True) and not subject.interpreted:
+            sets = [inputs(draw_seed(job["seed"], uuid, 1000 + i)) for i in range(int(job.get("input_sets", 3)))]
+            timed = subject.time(sets, axes, ctx.flusher, ctx.timing)
+            if timed.failed:
+                result.update(timed.failed)
+            else:
+                result.update(samples_ms=timed.samples_ms, wall_ms=timed.wall_ms, graph_ms=timed.graph_ms,
+                              graph_error=timed.graph_error, clocks=timed.clocks, timing_method=timed.method,
+                              unjoined_ms=timed.unjoined_ms)
+                codes = list(timed.codes)
+                for call, given, after, outs in timed.kept:
+                    if codes:
+                        break
+                    ref, anchor = ctx.reference_of(given)
+                    recheck = check(ctx.with_inplace(outs, after), given, ref, anchor)
+                    if not recheck.ok:
+                        codes.append("output_recheck")
+                        timed.message = f"timed call {call} re-checked: {recheck.reason}"
+                    elif mutated(given, after):
+                        codes.append("input_mutation")
+                if codes:
+                    result.update(verdict="reward_hack", reasons=sorted(set(codes)),
+                                  message=timed.message or f"dynamic checks after timing: {', '.join(codes)}")
+    except torch.OutOfMemoryError:
+        result.update(verdict="runtime_error", reasons=["out_of_memory"])
+    except Exception as exc:
+        result.update(verdict="runtime_error", reasons=["exception"], message=_short_tb(exc))
+        if dev.type == "cuda" and not _cuda_healthy(torch):
+            result["reasons"].append("cuda_fault")
+            result["lost"] = True
+    subject.end()
+    if peaks:
+        result["peak_memory_bytes"] = max(peaks)
+    if isinstance(subject, LocalSubject) and dev.type == "cuda" and not _cuda_healthy(torch):
+        result["lost"] = True  # a trusted subject broke this process's context
+    return result
 
 
 def _read_tail(path: Path, n: int = 20000) -> str:

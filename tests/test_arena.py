@@ -1,0 +1,54 @@
+"""Arenas: the trusted side places tensors, the candidate's side sees the same bytes through the handle."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from solbench.evaluate.arena import Arena, attach, dtype_from_name, view
+
+
+def test_slots_round_trip_through_a_second_process(tmp_path):
+    arena = Arena(1 << 16, torch.device("cpu"), tmp_path)
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    y = torch.tensor([1, 2, 3], dtype=torch.int64)
+    slots = [arena.put(x), arena.put(y), arena.put(0.5), arena.reserve((2, 2), torch.bfloat16)]
+    assert slots[2] == {"value": 0.5}
+    assert all(s["offset"] % 256 == 0 for s in (slots[0], slots[1], slots[3]))
+    # another process attaches, reads the inputs and writes the output slot
+    code = ("import json, sys, torch\n"
+            "from solbench.evaluate.arena import attach, view\n"
+            "msg = json.loads(sys.stdin.read())\n"
+            "buf = attach(msg['handle'])\n"
+            "x, y, out = (view(buf, s) for s in (msg['slots'][0], msg['slots'][1], msg['slots'][3]))\n"
+            "out.copy_((x[:2, :2] * y[0]).to(torch.bfloat16))\n")
+    subprocess.run([sys.executable, "-c", code], input=json.dumps({"handle": arena.handle, "slots": slots}),
+                   text=True, check=True, timeout=120)
+    assert torch.equal(arena.view(slots[3]), x[:2, :2].to(torch.bfloat16))
+    arena.close()
+    assert not (tmp_path / arena.handle["path"]).exists()
+
+
+def test_an_arena_refuses_what_does_not_fit(tmp_path):
+    arena = Arena(512, torch.device("cpu"), tmp_path)
+    arena.reserve((64,), torch.float32)  # 256 bytes
+    arena.reserve((64,), torch.float32)
+    with pytest.raises(ValueError):
+        arena.reserve((1,), torch.float32)
+    with pytest.raises(ValueError):
+        view(arena.buf, {"offset": 384, "dtype": "float32", "shape": [64]})  # runs past the end
+    arena.close()
+
+
+def test_dtype_names():
+    assert dtype_from_name("bfloat16") is torch.bfloat16
+    assert dtype_from_name("torch.float8_e4m3fn") is torch.float8_e4m3fn
+    with pytest.raises(ValueError):
+        dtype_from_name("Tensor")
+
+
+def test_attach_rejects_unknown_kinds():
+    with pytest.raises(ValueError):
+        attach({"kind": "socket", "nbytes": 1})

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from conftest import SOLUTIONS
+from conftest import AXPY, SOLUTIONS
 from solbench.evaluate.runner import EvalOptions, evaluate, namespaces_available
 from solbench.problems.solution import Solution, SourceFile, load_solution
 
@@ -108,3 +108,17 @@ def test_a_forged_candidate_reply_is_not_believed(axpy):
                                          draws=1))
     w = ev.workloads[0]
     assert w.verdict == "reward_hack" and "result_forgery" in w.reasons, (w.verdict, w.reasons, w.message)
+
+
+def test_without_the_zygote_candidates_start_from_a_fresh_interpreter(axpy, monkeypatch):
+    """SOLBENCH_ZYGOTE=0 (or a zygote that died) falls back to `python -m solbench.evaluate.candidate`."""
+    from solbench.evaluate import runner
+
+    monkeypatch.setenv("SOLBENCH_ZYGOTE", "0")
+    runner.retire_judge("cpu")  # the next job starts a trusted worker that sees the variable
+    try:
+        ev = _eval(axpy, load_solution(AXPY / "solutions" / "torch_ok.py", axpy.name))
+        assert ev.verdict == "passed", ev.workloads[0].message
+        assert ev.environment["candidate_ready_s"] > 0.05  # an interpreter start, not a fork
+    finally:
+        runner.retire_judge("cpu")

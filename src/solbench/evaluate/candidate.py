@@ -68,7 +68,6 @@ class Candidate:
             torch.zeros(1, device=self.dev)  # the CUDA context, before the solution's import is timed
         self.staged = str(Path(load["staged"]).resolve())
         self.dps = bool(load.get("dps"))
-        self.out_specs = load["outputs"]  # [[dtype name, ...]] per output, shapes come with each call
         self.streams: list[Any] = []
         self.in_candidate = [True]  # streams created while this is true are the solution's
         if self.dev.type == "cuda":
@@ -313,7 +312,7 @@ class Candidate:
                                                  "message": _short_tb(exc)}, lost=False)
             return
         self.chan.send(type="timed", samples_ms=timing.samples_ms, wall_ms=timing.wall_ms, graph_ms=timing.graph_ms,
-                       graph_error=timing.graph_error, clocks=timing.clocks, method=timing.method, kept=kept,
+                       graph_error=timing.graph_error, kept=kept,
                        unjoined_ms=timing.unjoined_ms,
                        t_begin=t_begin, t_end=t_end, codes=codes)
 

@@ -110,13 +110,16 @@ class CandidateProcess:
         cmd_r, cmd_w = os.pipe()
         reply_r, reply_w = os.pipe()
         self.started_s = time.perf_counter()
+        self.proc = None
         if self.zygote is not None:
             log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 self.proc = _Forked(self.zygote.spawn(self.spec, cmd_r, reply_w, log))
+            except OSError:
+                self.zygote = None  # the zygote is gone: a fresh interpreter from here on (slower, as safe)
             finally:
                 os.close(log)
-        else:
+        if self.proc is None:
             self.proc = self._popen(cmd_r, reply_w)
         os.close(cmd_r)
         os.close(reply_w)

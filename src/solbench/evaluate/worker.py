@@ -229,7 +229,7 @@ class RemoteSubject:
         load = {"op": "load", "device": job["device"], "language": self.subject["language"],
                 "staged": self.subject["staged"], "entry_file": self.subject["entry_file"],
                 "function": self.subject["function"], "dps": bool(self.subject.get("dps")),
-                "tf32": bool(self.ctx.definition.allow_tf32), "outputs": [s.dtype for _, s in self.ctx.out_specs]}
+                "tf32": bool(self.ctx.definition.allow_tf32)}
         try:
             reply = self.proc.request(load, float(job.get("startup_timeout_s", 180)))
         except CandidateGone as gone:
@@ -377,9 +377,10 @@ class RemoteSubject:
             if reply.get("lost"):
                 self.stop()
             return Timed(failed=_known_failure(reply["failed"]), lost=bool(reply.get("lost")))
-        problem = _timing_forgery(reply, sent, received)
+        problem = "unexpected reply" if reply.get("type") != "timed" else _timing_forgery(reply, sent, received)
         if problem:
             return Timed(codes=["result_forgery"], message=problem)
+        codes = [c for c in reply.get("codes", []) if isinstance(c, str)][:10]
         kept = []
         for item, slot in zip(reply.get("kept") or [], kept_slots):
             if not isinstance(item, dict) or not isinstance(item.get("call"), int):
@@ -387,15 +388,18 @@ class RemoteSubject:
             given = [arena.view(s).clone() if "offset" in s else s["value"] for s in slot["given"]]
             after = [arena.view(s).clone() if "offset" in s else s["value"] for s in slot["after"]]
             kept.append((item["call"], given, after, self._outputs(item.get("outputs") or [], slot["outputs"])))
-        if not kept:
+        if not kept and not codes:
             return Timed(codes=["result_forgery"], message="no timed call was kept for re-checking")
-        return Timed(samples_ms=[float(x) for x in reply["samples_ms"]], wall_ms=[float(x) for x in reply.get("wall_ms") or []],
-                     graph_ms=reply.get("graph_ms") if isinstance(reply.get("graph_ms"), (int, float)) else None,
+        graph_ms = reply.get("graph_ms")
+        return Timed(samples_ms=[float(x) for x in reply["samples_ms"]],
+                     wall_ms=[float(x) for x in reply.get("wall_ms") or []],
+                     graph_ms=float(graph_ms) if isinstance(graph_ms, (int, float)) else None,
                      graph_error=str(reply.get("graph_error"))[:300] if reply.get("graph_error") else None,
                      clocks=[c for c in clocks if c],
-                     method=str(reply.get("method")), kept=kept,
+                     # the protocol follows from the device, not from what the candidate says it used
+                     method="cuda_events" if self.ctx.dev.type == "cuda" else "wall_clock", kept=kept,
                      unjoined_ms=[float(x) for x in reply.get("unjoined_ms") or [] if isinstance(x, (int, float))],
-                     codes=[c for c in reply.get("codes", []) if isinstance(c, str)][:10])
+                     codes=codes)
 
 
 def _clock_snapshot() -> dict | None:

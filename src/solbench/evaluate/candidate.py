@@ -72,6 +72,9 @@ class Candidate:
         self.in_candidate = [True]  # streams created while this is true are the solution's
         if self.dev.type == "cuda":
             self._track_streams()
+        from solbench.evaluate.integrity.l2 import L2Guard
+
+        self.l2 = L2Guard() if self.dev.type == "cuda" else None
         self.threads_before = dynamic.thread_idents()
         self.harness = dynamic.snapshot()  # before any candidate code is imported
         self.language.install_hooks(self.device_name)
@@ -279,6 +282,7 @@ class Candidate:
 
         cfg = TimingConfig(**msg.get("timing", {}))
         hooks = dict(prepare=pool.prepare, keep=pool.keep, on_last=pool.keep_last)
+        l2_guarded = self.dev.type == "cuda" and self.l2.reset()
         t_begin = time.monotonic()
         try:
             if self.dev.type == "cuda":
@@ -293,6 +297,8 @@ class Candidate:
             return
         t_end = time.monotonic()
         codes = self.process_codes()
+        if l2_guarded and self.l2.set_aside_bytes():
+            codes.append("persisting_l2")  # a set-aside made during timing keeps data through the flush
         kept = []
         try:
             for kp, slot in zip(pool.kept, msg["kept"]):
@@ -313,7 +319,7 @@ class Candidate:
             return
         self.chan.send(type="timed", samples_ms=timing.samples_ms, wall_ms=timing.wall_ms, graph_ms=timing.graph_ms,
                        graph_error=timing.graph_error, kept=kept,
-                       unjoined_ms=timing.unjoined_ms,
+                       unjoined_ms=timing.unjoined_ms, l2_guarded=l2_guarded,
                        t_begin=t_begin, t_end=t_end, codes=codes)
 
 

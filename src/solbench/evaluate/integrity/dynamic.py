@@ -59,12 +59,14 @@ def _harness_objects() -> dict[str, Any]:
             "torch.cuda.Stream.__new__": vars(torch.cuda.Stream).get("__new__"),
             "torch.cuda.Stream.wait_stream": torch.cuda.Stream.wait_stream,
         })
-    for module in (arena, stats, timing, rotation):
+    from solbench.evaluate.integrity import l2
+
+    for module in (arena, stats, timing, rotation, l2):
         for name, value in vars(module).items():
             if callable(value) and getattr(value, "__module__", None) == module.__name__:
                 objs[f"{module.__name__}.{name}"] = value
     objs["solbench.evaluate.timing.Flusher.__call__"] = timing.Flusher.__call__
-    for cls in (rotation.TimedInputs, candidate_module.Channel, candidate_module.Candidate):
+    for cls in (rotation.TimedInputs, candidate_module.Channel, candidate_module.Candidate, l2.L2Guard):
         for name, value in vars(cls).items():
             if callable(value):
                 objs[f"{cls.__module__}.{cls.__name__}.{name}"] = value

@@ -122,3 +122,20 @@ def test_without_the_zygote_candidates_start_from_a_fresh_interpreter(axpy, monk
         assert ev.environment["candidate_ready_s"] > 0.05  # an interpreter start, not a fork
     finally:
         runner.retire_judge("cpu")
+
+
+def test_a_forged_call_reply_does_not_pass(axpy):
+    """A candidate that answers the trusted worker's call request itself, claiming its outputs were delivered,
+    is judged on what is really in the arena, and the channel falls out of step: never a pass."""
+    src = ("import os, sys, json, torch\n\n"
+           "def run(x, y, alpha):\n"
+           "    fd = int(sys.argv[2])\n"
+           "    n = list(x.shape)\n"
+           "    os.write(fd, (json.dumps({'type': 'called', 'codes': [], 'count': 1,\n"
+           "                              'outputs': [{'shape': n, 'dtype': 'float32', 'delivered': True}]})\n"
+           "                  + '\\n').encode())\n"
+           "    return torch.zeros_like(x)\n")
+    ev = evaluate(axpy, _inline(axpy, "forge_call", src), EvalOptions(device="cpu", baselines=(),
+                                                                     workloads=["axpy-small"], static_checks=False))
+    w = ev.workloads[0]
+    assert w.verdict != "passed", (w.verdict, w.reasons, w.message)

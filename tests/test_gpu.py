@@ -4,6 +4,7 @@ Set SOLBENCH_GPU_DB to reuse a database whose baselines were already measured (s
 """
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -149,3 +150,20 @@ def test_reference_on_the_gpu_is_sound_and_not_degenerate(problem):
     found = check_problem(problem, "cuda", [by_size[0], by_size[-1]] if len(by_size) > 1 else by_size)
     assert not found, [f"{f.code}: {f.detail}" for f in found]
     torch.cuda.empty_cache()
+
+
+def test_profiler_language_proof():
+    """With profile_dsl, an honest Triton solution's own kernels carry the device time; a decoy whose Triton
+    kernel never runs is caught (by the profiler's no_dsl_kernel, or the ghost replay before it)."""
+    from solbench.problems.problem import load_problem
+
+    tests = Path(__file__).parent
+    problem = load_problem(tests / "exploits" / "problem")
+    honest = evaluate(problem, load_solution(tests / "honest" / "online_softmax_triton.py", problem.name),
+                      EvalOptions(device="cuda", baselines=(), profile_dsl=True))
+    assert honest.verdict == "passed", [(w.uuid, w.verdict, w.message) for w in honest.workloads]
+    assert all(w.dsl_share is not None and w.dsl_share > 0.5 for w in honest.workloads), \
+        [w.dsl_share for w in honest.workloads]
+    decoy = evaluate(problem, load_solution(tests / "exploits" / "12_decoy_kernel_triton.py", problem.name),
+                     EvalOptions(device="cuda", baselines=(), profile_dsl=True, static_checks=False))
+    assert decoy.verdict == "reward_hack" and {"no_dsl_kernel", "ghost_replay"} & set(decoy.reasons), decoy.reasons

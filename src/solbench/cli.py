@@ -190,6 +190,8 @@ def eval_cmd(
     replay: Optional[int] = typer.Option(None, help="re-run a stored evaluation's first failure with its seed"),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
     heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes from the axis ranges"),
+    profile_dsl: bool = typer.Option(False, "--profile-dsl",
+                                     help="GPU: profile a DSL solution's kernels' share of device time"),
     quiet: bool = typer.Option(False, help="no progress lines"),
 ) -> None:
     """Evaluate one solution on one problem: correctness, timing, baselines, SOL score."""
@@ -219,7 +221,7 @@ def eval_cmd(
         prob = load_problem(problem)
         sol = load_solution(solution, prob.name)
         opts = EvalOptions(device=_device(device), draws=draws, workloads=list(workload) if workload else None,
-                           use_baseline_cache=not no_cache, heldout=heldout,
+                           use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_dsl,
                            progress=_progress_printer(not quiet and not as_json))
     if hardware:
         opts.hardware = get_hardware(hardware)
@@ -257,6 +259,8 @@ def run(
     draws: int = typer.Option(5, min=1),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
     heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes per problem"),
+    profile_dsl: bool = typer.Option(False, "--profile-dsl",
+                                     help="GPU: profile each DSL solution's kernels' share of device time"),
     quiet: bool = typer.Option(False),
 ) -> None:
     """The main job: evaluate every problem's example solutions against baselines and SOL."""
@@ -286,7 +290,7 @@ def run(
             progress.update(task, description=f"{prob.name} / {path.name}")
             sol = load_solution(path, prob.name)
             opts = EvalOptions(device=dev, draws=draws, hardware=hw, calibrated=calibrated,
-                               use_baseline_cache=not no_cache, heldout=heldout)
+                               use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_dsl)
             evaluations.append(evaluate(prob, sol, opts, store=store, run_id=run_id))
             progress.advance(task)
     store.finish_run(run_id)

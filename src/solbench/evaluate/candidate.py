@@ -255,7 +255,23 @@ class Candidate:
                                                   "message": _short_tb(exc)}, lost=False)
             return
         peak = int(self.torch.cuda.max_memory_allocated() - before) if before is not None else None
-        self.chan.send(type="called", codes=codes, outputs=outputs, count=len(produced), peak_memory_bytes=peak)
+        extra = self.profile(given, msg["outputs"]) if msg.get("profile") and self.dev.type == "cuda" else {}
+        self.chan.send(type="called", codes=codes, outputs=outputs, count=len(produced), peak_memory_bytes=peak,
+                       **extra)
+
+    def profile(self, given: list[Any], out_slots: list[dict[str, Any]]) -> dict[str, Any]:
+        """One more call under the profiler: the solution's DSL kernels' share of the device time."""
+        from solbench.evaluate.integrity import language
+
+        inputs = [x.clone() if isinstance(x, self.torch.Tensor) else x for x in given]
+        self.sync()
+        try:
+            kernels = language.profile_kernels(lambda: self.invoke(inputs, out_slots))
+        except Exception as exc:  # a profiler that cannot run here is no verdict on the solution
+            return {"profile_error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        names = language.dsl_kernel_names(self.staged)
+        top = sorted(kernels, key=lambda k: -k[1])[:5]
+        return {"dsl_share": language.dsl_share(kernels, names), "kernels": [[n[:120], us] for n, us in top]}
 
     def time(self, msg: dict[str, Any]) -> None:
         from solbench.evaluate.arena import dtype_from_name, view

@@ -67,6 +67,7 @@ class EvalOptions:
     max_address_space_bytes: int = 64 << 30  # RLIMIT_AS for CPU candidates (CUDA reserves more: not set there)
     static_checks: bool = True  # scan the sources before running anything (off only to test the dynamic layer)
     heldout: int = 0  # extra workloads per problem drawn from the axis ranges with the run's secret seed
+    profile_dsl: bool = False  # GPU: profile one call of a DSL solution for its kernels' share (integrity/language.py)
 
 
 @dataclass
@@ -399,6 +400,7 @@ def _job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int
         "time": opts.time_candidate,
         "llc_bytes": llc,
         "input_sets": opts.input_sets,
+        "profile_dsl": opts.profile_dsl,
         "startup_timeout_s": opts.startup_timeout_s,
         "workload_timeout_s": opts.workload_timeout_s,
         # held-out workloads exist only for this run: the worker learns them from the job, not from disk
@@ -568,7 +570,8 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
                          max_abs_err=r.get("max_abs_err"), max_rel_err=r.get("max_rel_err"),
                          failure=r.get("failure"), peak_memory_bytes=r.get("peak_memory_bytes"),
                          graph_ms=r.get("graph_ms"), timing_method=r.get("timing_method"),
-                         clocks=r.get("clocks") or [], wall_ms=r.get("wall_ms") or [])
+                         clocks=r.get("clocks") or [], wall_ms=r.get("wall_ms") or [],
+                         dsl_share=r.get("dsl_share"))
     if res.verdict == "passed" and not res.reasons:
         res.reasons = []
     samples = [x for x in (r.get("samples_ms") or []) if x is not None]
@@ -600,6 +603,8 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
             res.warnings.append("low_sm_clock")
     if res.interpreted:
         res.warnings.append("interpreted")
+    if res.dsl_share is not None and res.dsl_share < 0.5:
+        res.warnings.append("dsl_share_low")  # most device time went to kernels that are not the solution's own
     # baselines
     for kind, field_name in (("eager", "eager_ms"), ("compile", "compile_ms"), ("baseline_file", "baseline_file_ms")):
         b = base.get(kind, {}).get(uuid)

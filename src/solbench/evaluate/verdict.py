@@ -48,6 +48,7 @@ class WorkloadResult(BaseModel):
     timing_method: str | None = None
     clocks: list[dict[str, Any]] = Field(default_factory=list)
     peak_memory_bytes: int | None = None
+    dsl_share: float | None = None  # the solution's own DSL kernels' share of device time (when profiled)
     # baselines (ms)
     eager_ms: float | None = None
     compile_ms: float | None = None

@@ -66,6 +66,8 @@ class Called:
     failed: dict[str, Any] | None = None
     lost: bool = False  # the subject's process (or CUDA context) cannot go on
     peak_memory_bytes: int | None = None  # device memory the call allocated beyond its inputs, at its peak
+    dsl_share: float | None = None  # with profiling: the solution's own DSL kernels' share of device time
+    kernels: list[Any] = field(default_factory=list)  # with profiling: the longest kernels (name, us)
 
 
 @dataclass
@@ -150,7 +152,7 @@ class LocalSubject:
     def end(self) -> None:
         pass
 
-    def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal") -> Called:
+    def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal", profile: bool = False) -> Called:
         torch = self.ctx.torch
         used = [_clone(x) for x in inputs]
         cuda = self.ctx.dev.type == "cuda"
@@ -318,7 +320,7 @@ class RemoteSubject:
                 got.append(f"a {str(info.get('type'))[:40]}")
         return got
 
-    def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal") -> Called:
+    def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal", profile: bool = False) -> Called:
         from solbench.evaluate.arena import nbytes_for, nbytes_of
 
         shapes = self.ctx.out_shapes(axes)
@@ -326,7 +328,8 @@ class RemoteSubject:
         in_slots = [arena.put(x) for x in inputs]
         out_slots = [arena.reserve(s, d) for s, d in shapes]
         self._settle()
-        reply, gone = self._request({"op": "call", "inputs": in_slots, "outputs": out_slots, "mode": mode})
+        reply, gone = self._request({"op": "call", "inputs": in_slots, "outputs": out_slots, "mode": mode,
+                                     "profile": profile})
         if gone:
             return Called(failed=gone, lost=True)
         if reply.get("type") != "called" or not isinstance(reply.get("codes", []), list):
@@ -344,8 +347,12 @@ class RemoteSubject:
         after = [arena.view(s).clone() if "offset" in s else s["value"] for s in in_slots]
         codes = [c for c in reply.get("codes", []) if isinstance(c, str)][:10]
         peak = reply.get("peak_memory_bytes")  # the candidate's own report: informational
+        share = reply.get("dsl_share")
+        kernels = reply.get("kernels") if isinstance(reply.get("kernels"), list) else []
         return Called(outputs=outputs, inputs_after=after, codes=codes,
-                      peak_memory_bytes=peak if isinstance(peak, int) and peak >= 0 else None)
+                      peak_memory_bytes=peak if isinstance(peak, int) and peak >= 0 else None,
+                      dsl_share=float(share) if isinstance(share, (int, float)) and 0 <= share <= 1 else None,
+                      kernels=kernels[:5])
 
     def time(self, sets: list[list[Any]], axes: dict[str, int], flusher, cfg) -> Timed:
         from solbench.evaluate.arena import nbytes_for, nbytes_of
@@ -592,9 +599,18 @@ def _judge_workload(ctx: Context, subject, uuid: str) -> dict[str, Any]:
         for d in range(int(job.get("draws", 5))):
             seed = draw_seed(job["seed"], uuid, d)
             base = inputs(seed)
-            got = judged(base, subject.call(base, axes), f"draw {d}")
+            profiled = d == 0 and subject.is_dsl and untrusted and bool(job.get("profile_dsl"))
+            first = subject.call(base, axes, profile=profiled)
+            got = judged(base, first, f"draw {d}")
             if got is None:
                 break
+            if profiled and first.dsl_share is not None:
+                result["dsl_share"] = first.dsl_share
+                if first.dsl_share == 0.0:
+                    result.update(verdict="reward_hack", reasons=["no_dsl_kernel"],
+                                  message="the profiler saw none of the solution's Triton kernels doing device work; "
+                                          f"the longest kernels were {first.kernels}")
+                    break
             try:
                 ref, anchor = ctx.reference_of(base)
             except Exception as exc:

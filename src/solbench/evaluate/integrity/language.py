@@ -1,0 +1,75 @@
+"""Language proof by the profiler: the solution's own DSL kernels must do the device work.
+
+For a Triton solution on the GPU, one checked call runs under the PyTorch profiler (CUDA activity: kernel
+names and device times). The kernels whose names are those of the solution's own ``@triton.jit`` functions
+make up its *DSL share* of the call's device time. A share of zero means no kernel of the solution's ran while
+other kernels did the work (``no_dsl_kernel``); a small share is reported as a warning, since glue work in
+PyTorch (allocation, a transpose) is legitimate. The ghost replay (``dynamic.ghost_mode``) is the other half of
+the proof: it shows the DSL kernels' output is used. Off by default (``EvalOptions.profile_dsl``) until it has
+run on a GPU.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+_JIT_TYPES = {"JITFunction", "Autotuner", "Heuristics", "InterpretedFunction"}
+
+
+def _kernel_name(obj: Any) -> str | None:
+    """The name Triton gives the compiled kernel of a (possibly autotuned or heuristic-wrapped) jit function."""
+    seen = 0
+    while obj is not None and seen < 8:
+        if type(obj).__name__ == "JITFunction" or type(obj).__name__ == "InterpretedFunction":
+            fn = getattr(obj, "fn", None)
+            return getattr(fn, "__name__", None) or getattr(obj, "__name__", None)
+        obj = getattr(obj, "fn", None)
+        seen += 1
+    return None
+
+
+def dsl_kernel_names(staged: str) -> set[str]:
+    """Names of the Triton kernels defined in the solution's own modules (those loaded from ``staged``)."""
+    root = Path(staged).resolve()
+    names: set[str] = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        try:
+            if root not in Path(path).resolve().parents:
+                continue
+        except (OSError, ValueError):
+            continue
+        for value in list(vars(module).values()):
+            if type(value).__name__ in _JIT_TYPES:
+                name = _kernel_name(value)
+                if name:
+                    names.add(name)
+    return names
+
+
+def dsl_share(kernels: list[tuple[str, float]], names: set[str]) -> float | None:
+    """The fraction of device time spent in kernels named after the solution's own; None when nothing ran."""
+    total = sum(us for _, us in kernels)
+    if total <= 0:
+        return None
+    own = sum(us for name, us in kernels if any(name == n or name.startswith(n + "_") for n in names))
+    return own / total
+
+
+def profile_kernels(call: Callable[[], Any]) -> list[tuple[str, float]]:
+    """(kernel name, device microseconds) of every GPU kernel ``call`` ran, from the PyTorch profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    out = []
+    for event in prof.events():
+        if getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA:
+            out.append((event.name, float(event.time_range.end - event.time_range.start)))
+    return out

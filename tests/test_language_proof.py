@@ -1,0 +1,46 @@
+"""The language proof's bookkeeping: which kernels are the solution's, and their share of device time."""
+
+import sys
+import types
+
+from solbench.evaluate.integrity.language import dsl_kernel_names, dsl_share
+
+
+class JITFunction:  # stands in for triton.runtime.jit.JITFunction (matched by type name, as Triton's is)
+    def __init__(self, fn):
+        self.fn = fn
+
+
+class Autotuner:
+    def __init__(self, fn):
+        self.fn = fn
+
+
+def test_kernel_names_come_from_the_solutions_own_modules(tmp_path):
+    def _rmsnorm_fwd():
+        pass
+
+    def _helper():
+        pass
+
+    mod = types.ModuleType("solbench_candidate_probe")
+    mod.__file__ = str(tmp_path / "kernel.py")
+    mod.k1 = JITFunction(_rmsnorm_fwd)
+    mod.k2 = Autotuner(JITFunction(_helper))
+    other = types.ModuleType("not_the_solution")
+    other.__file__ = "/elsewhere/lib.py"
+    other.k = JITFunction(lambda: None)
+    sys.modules[mod.__name__] = mod
+    sys.modules[other.__name__] = other
+    try:
+        assert dsl_kernel_names(str(tmp_path)) == {"_rmsnorm_fwd", "_helper"}
+    finally:
+        del sys.modules[mod.__name__], sys.modules[other.__name__]
+
+
+def test_share_of_device_time():
+    kernels = [("_rmsnorm_fwd", 30.0), ("void at::native::vectorized_elementwise_kernel<4>", 10.0),
+               ("_rmsnorm_fwd_0d1d2d", 20.0)]
+    assert dsl_share(kernels, {"_rmsnorm_fwd"}) == 50.0 / 60.0
+    assert dsl_share(kernels, {"_other"}) == 0.0
+    assert dsl_share([], {"_rmsnorm_fwd"}) is None

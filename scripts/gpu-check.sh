@@ -2,7 +2,8 @@
 # The whole GPU check in one call: the main job on the starter suite, the GPU test set, benchmarks.
 # Usage: scripts/gpu-check.sh [stage ...]
 #   stages: tests (= fast bundled), fast (the GPU test set but the bundled examples), bundled (every starter
-#           example on the GPU, baselines included), run (the main job), bench, ncu, calibrate, floor, start, probe
+#           example on the GPU, baselines included), run (the main job), bench, ncu, calibrate, floor, start, probe,
+#           repeat and repeat-hold (run-to-run agreement without and with the held stream)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` compiles every torch.compile baseline (about 5 minutes for the starter
@@ -39,6 +40,10 @@ for stage in "${stages[@]}"; do
     bundled) timeout ${BUNDLED_LIMIT:-400} python3 -m pytest -m gpu -q -rfE -p no:cacheprovider -k test_bundled_examples tests \
              </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
     probe) timeout 90 python3 benchmarks/probe_transport.py </dev/null 2>&1 | tee "$OUT/probe.txt" ;;
+    repeat) timeout ${REPEAT_LIMIT:-150} python3 benchmarks/bench_repeat.py --out "$OUT/repeat.json" </dev/null 2>&1 \
+             | tee "$OUT/repeat.txt" ;;
+    repeat-hold) timeout ${REPEAT_LIMIT:-150} python3 benchmarks/bench_repeat.py --hold --out "$OUT/repeat-hold.json" \
+             </dev/null 2>&1 | tee "$OUT/repeat-hold.txt" ;;
     bench) timeout ${BENCH_LIMIT:-240} python3 benchmarks/bench_harness.py --db "$SOLBENCH_GPU_DB" --out "$OUT/bench.json" </dev/null \
              2>&1 | tee "$OUT/bench.txt" ;;
     ncu)   timeout 300 python3 benchmarks/ncu_agreement.py --out "$OUT/ncu.json" </dev/null 2>&1 | tee "$OUT/ncu.txt" ;;

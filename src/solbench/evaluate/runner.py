@@ -1,11 +1,13 @@
-"""The trusted side of an evaluation: stage, start workers, enforce time limits, judge, score.
+"""The runner: stage, keep the trusted worker, enforce time limits, judge, score.
 
-Each subject (a candidate solution, or a baseline) runs in its own child
-process (``solbench.evaluate.worker``) in a fresh session, with a scrubbed
-environment, its stdout/stderr captured to a log, and results reported per
-workload over a dedicated pipe. A crash, CUDA fault or hang ends only the
-workload in progress: it becomes that workload's verdict and a fresh worker
-takes the remaining workloads.
+Jobs (a candidate solution, or a problem's baselines) go to one persistent
+trusted worker per device (``solbench.evaluate.worker --serve``), which makes
+the inputs, computes the references, compares and times, and runs each
+candidate in a sandboxed process of its own (docs/ARCHITECTURE.md). Results come
+back per workload as JSON lines on a dedicated pipe; this side validates them,
+computes statistics and the SOL score, and stores the evaluation. A trusted
+worker that crashes, hangs or loses its CUDA context is replaced; the workload
+in progress gets the verdict and the fresh worker takes the remaining ones.
 """
 
 from __future__ import annotations
@@ -29,13 +31,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from solbench import scoring
 from solbench.analysis.roofline import Work, count_work, sol_time
+from solbench.evaluate.sandbox import end_process, namespaces_available  # noqa: F401  (re-exported)
 from solbench.evaluate.stats import summarize
 from solbench.evaluate.timing import TimingConfig
 from solbench.evaluate.verdict import INCORRECT, VERDICT_ORDER, Evaluation, WorkloadResult, worst
 from solbench.hardware.spec import Ceilings, HardwareSpec
 from solbench.problems.problem import Problem
 from solbench.problems.solution import Solution
-from solbench.evaluate.sandbox import end_process, namespaces_available  # noqa: F401  (re-exported)
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 HELDOUT_PREFIX = "heldout-"
@@ -234,7 +236,12 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
         job_path.write_text(json.dumps(dict(job, pairs=pending)))
         spawned = time.perf_counter()
         judge = judge_for(job["device"])
-        offset = judge.submit(job_path)
+        try:
+            offset = judge.submit(job_path)
+        except OSError:  # it died after the health check: once more, with a fresh one
+            retire_judge(job["device"])
+            judge = judge_for(job["device"])
+            offset = judge.submit(job_path)
         read_fd = judge.res_fd
         deadline = time.monotonic() + opts.startup_timeout_s * (2 if untrusted else 1) + (0 if judge.jobs > 1 else 60)
         ended = None  # "done" | "lost" | "timeout" | "crash"

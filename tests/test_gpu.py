@@ -167,3 +167,20 @@ def test_profiler_language_proof():
     decoy = evaluate(problem, load_solution(tests / "exploits" / "12_decoy_kernel_triton.py", problem.name),
                      EvalOptions(device="cuda", baselines=(), profile_dsl=True, static_checks=False))
     assert decoy.verdict == "reward_hack" and {"no_dsl_kernel", "ghost_replay"} & set(decoy.reasons), decoy.reasons
+
+
+def test_each_solution_has_its_own_triton_cache(axpy):
+    """Triton is imported in the zygote before a solution's cache directory is set: the cache a candidate
+    compiles into must still be its own (a per-solution directory), never one another solution shares."""
+    src = ("import os\nimport torch\nimport triton\n\n"
+           "def run(x, y, alpha):\n"
+           "    d = str(triton.knobs.cache.dir) if hasattr(triton, 'knobs') else os.environ.get('TRITON_CACHE_DIR', '')\n"
+           "    own = '/triton/' in d and d == os.environ.get('TRITON_CACHE_DIR')\n"
+           "    return torch.add(y, x, alpha=alpha) if own else x\n")
+    from solbench.problems.solution import Solution, SourceFile
+
+    sol = Solution(name="cache_dir", definition=axpy.name, spec={"language": "pytorch", "entry_point": "k.py::run",
+                                                                  "destination_passing_style": False},
+                   sources=[SourceFile(path="k.py", content=src)])
+    ev = evaluate(axpy, sol, EvalOptions(device="cuda", baselines=(), workloads=["axpy-small"], time_candidate=False))
+    assert ev.verdict == "passed", ev.workloads[0].message

@@ -91,7 +91,8 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
     """``prepare(k)`` runs before the flush of call k (outside the timed interval), ``keep(k, result)`` after
     its end event, ``on_last(result)`` after the last call (before any graph capture reuses the buffers).
     ``tails()``, called right after each call and before its end event, records one event on each other stream
-    the subject created: one that completes after the end event shows work the call left running there."""
+    the subject created: one that completes after the end event shows work the call left running there, and the
+    sample then runs to it."""
     prepare = prepare or _nothing
     keep = keep or _nothing
     sync = torch.cuda.synchronize
@@ -127,9 +128,12 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
         sync()
         for s, e, marks in events:
             t_end = s.elapsed_time(e)
-            samples.append(t_end)
-            if tails is not None:  # an idle stream's mark completes before the end event, a busy one's after it
-                unjoined.append(max([0.0] + [s.elapsed_time(m) - t_end for m in marks]))
+            # an idle stream's mark completes before the end event, a busy one's after it: the call's time runs
+            # to whichever came last, so work left running on the solution's own streams is timed either way
+            t_tail = max([t_end] + [s.elapsed_time(m) for m in marks])
+            samples.append(t_tail)
+            if tails is not None:
+                unjoined.append(t_tail - t_end)
         if converged(samples, cfg.rel_target, cfg.min_samples) or len(samples) >= cfg.max_samples:
             break
         if time.perf_counter() - started > cfg.budget_s:

@@ -356,6 +356,10 @@ def main(cmd_fd: int, reply_fd: int) -> int:
     while True:
         msg = chan.receive()
         if msg is None or msg.get("op") == "exit":
+            # hand the arena back: a CUDA IPC mapping still open when the process ends keeps the trusted
+            # worker from ever freeing that memory
+            cand.arenas.clear()
+            cand.sync()
             return 0
         if msg["op"] == "call":
             cand.call(msg)

@@ -468,6 +468,7 @@ def main(cmd_fd: int, result_fd: int) -> int:
             if _serve(line.strip(), chan, zygote) != 0:
                 return 1
             if torch.cuda.is_initialized():
+                torch.cuda.ipc_collect()  # arenas the candidates have let go of
                 torch.cuda.empty_cache()
     finally:
         if zygote is not None:

@@ -139,3 +139,10 @@ def test_a_forged_call_reply_does_not_pass(axpy):
                                                                      workloads=["axpy-small"], static_checks=False))
     w = ev.workloads[0]
     assert w.verdict != "passed", (w.verdict, w.reasons, w.message)
+
+
+def test_the_evaluation_records_the_isolation_its_candidate_got(axpy):
+    sol = load_solution(AXPY / "solutions" / "torch_ok.py", axpy.name)
+    assert _eval(axpy, sol, sandbox="none").environment["sandbox"] == "rlimits"
+    if namespaces_available():
+        assert _eval(axpy, sol, sandbox="auto").environment["sandbox"] == "namespaces"

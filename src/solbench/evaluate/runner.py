@@ -82,6 +82,7 @@ class WorkerOutcome:
     elapsed_s: float = 0.0
     ready_s: float | None = None  # trusted worker's start to "ready" (its candidate loaded), first worker
     candidate_ready_s: float | None = None  # the candidate's process: start to solution imported
+    sandbox: str | None = None  # the isolation the candidate's process got: "namespaces" or "rlimits"
     candidate_log: str = ""
     candidate_restarts: int = 0
 
@@ -275,6 +276,7 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
                     if outcome.ready_s is None:
                         outcome.ready_s = time.perf_counter() - spawned
                         outcome.candidate_ready_s = msg.get("candidate_ready_s")
+                        outcome.sandbox = msg.get("sandbox")
                 elif kind == "candidate":
                     outcome.candidate_log += str(msg.get("log") or "")[-20000:]
                     outcome.candidate_restarts += int(msg.get("restarts") or 0)
@@ -486,7 +488,8 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
             cand = run_worker(cand_job, opts, workdir)
             work = analysis.result()
         env = dict(cand.environment or {"device": opts.device})
-        env["sandbox"] = "namespaces" if (opts.sandbox == "auto" and namespaces_available()) else "rlimits"
+        env["sandbox"] = cand.sandbox or ("namespaces" if (opts.sandbox == "auto" and namespaces_available())
+                                          else "rlimits")
         env["worker_ready_s"] = cand.ready_s
         env["candidate_ready_s"] = cand.candidate_ready_s
         if cand.candidate_restarts:

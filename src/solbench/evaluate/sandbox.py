@@ -100,6 +100,7 @@ class CandidateProcess:
     log_path: Path
     zygote: "Zygote | None" = None
     proc: Any = None
+    isolation: str = "rlimits"  # what the running process got: "namespaces" or "rlimits"
     started_s: float = 0.0
     _buf: bytes = b""
     _cmd: Any = None
@@ -115,12 +116,14 @@ class CandidateProcess:
             log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 self.proc = _Forked(self.zygote.spawn(self.spec, cmd_r, reply_w, log))
+                self.isolation = "namespaces" if self.spec.namespaced and self.zygote.namespaces else "rlimits"
             except OSError:
                 self.zygote = None  # the zygote is gone: a fresh interpreter from here on (slower, as safe)
             finally:
                 os.close(log)
         if self.proc is None:
             self.proc = self._popen(cmd_r, reply_w)
+            self.isolation = "namespaces" if self.spec.namespaced else "rlimits"
         os.close(cmd_r)
         os.close(reply_w)
         self._cmd = os.fdopen(cmd_w, "w", buffering=1)
@@ -261,18 +264,20 @@ class Zygote:
     def __init__(self, namespaces: bool):
         import socket
 
-        self.namespaces = namespaces
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:  # the zygote
             parent.close()
             try:
-                _zygote_serve(child)
+                _zygote_serve(child, namespaces)
             finally:
                 os._exit(0)
         child.close()
         self.pid = pid
         self.sock = parent
+        # the zygote tries the isolation once: where the kernel refuses a step, candidates run on rlimits alone
+        # (and evaluations say so) rather than failing to start
+        self.namespaces = self.sock.recv(1) == b"1"
 
     def spawn(self, spec: SandboxSpec, cmd_r: int, reply_w: int, log_fd: int) -> int:
         """Fork a candidate process with these pipes; returns its process id (also its process group)."""
@@ -299,7 +304,7 @@ class Zygote:
             pass
 
 
-def _zygote_serve(sock) -> None:
+def _zygote_serve(sock, namespaces: bool) -> None:
     import socket
 
     for fd in range(3, _max_fd()):  # nothing of the trusted worker's (its result pipe above all) stays open here
@@ -324,6 +329,7 @@ def _zygote_serve(sock) -> None:
                 pass
     except Exception:
         pass
+    sock.sendall(b"1" if namespaces and _probe_isolation() else b"0")
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     while True:
         try:
@@ -378,6 +384,73 @@ def _check(rc: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+def _enter_namespaces() -> None:
+    """In a single-threaded process: new user (this user mapped to root), mount, network and PID namespaces.
+    The PID namespace holds the next child this process forks, as its process 1."""
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc().unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID), "unshare")
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
+
+
+def _mount_private(staged: str) -> None:
+    """In process 1 of the new PID namespace: private mounts, its own /proc, ``staged`` read-only."""
+    libc = _libc()
+    _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount private")
+    _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+    path = staged.encode()
+    _check(libc.mount(path, path, None, MS_BIND | MS_REC, None), "bind staged")
+    # a remount inside a user namespace must keep the flags the outer mount locked
+    st = os.statvfs(staged).f_flag
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+    for st_bit, ms_bit in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+                           (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
+                           (getattr(os, "ST_RELATIME", 4096), MS_RELATIME)):
+        if st & st_bit:
+            flags |= ms_bit
+    _check(libc.mount(None, path, None, flags, None), "remount staged read-only")
+
+
+def _probe_isolation() -> bool:
+    """Whether this process can isolate a child the way candidates are isolated (a trial run in a child)."""
+    import tempfile
+
+    staged = tempfile.mkdtemp(prefix="solbench-probe-")
+    try:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _enter_namespaces()
+                inner = os.fork()
+                if inner == 0:
+                    try:
+                        _mount_private(staged)
+                        os._exit(0 if not os.access(staged, os.W_OK) or _read_only(staged) else 1)
+                    except BaseException:
+                        os._exit(1)
+                _, status = os.waitpid(inner, 0)
+                code = os.waitstatus_to_exitcode(status)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(status) == 0
+    finally:
+        import shutil
+
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def _read_only(path: str) -> bool:
+    try:
+        with open(os.path.join(path, "probe"), "w"):
+            return False
+    except OSError:
+        return True
+
+
 def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int) -> int:
     """In the zygote's fresh child: isolate, then become the candidate's process. Returns an exit code."""
     os.setsid()
@@ -393,35 +466,17 @@ def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int
                 os.close(fd)
             except OSError:
                 pass
-    libc = _libc()
-    staged = spec["staged"]
     if spec["namespaces"]:
-        uid, gid = os.getuid(), os.getgid()
-        _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID), "unshare")
-        Path("/proc/self/setgroups").write_text("deny")
-        Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
-        Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
+        _enter_namespaces()
     pid = os.fork()  # with namespaces, the child is process 1 of the new PID namespace
     if pid:
         for fd in (cmd_r, reply_w):
             os.close(fd)
         _, status = os.waitpid(pid, 0)
         return os.waitstatus_to_exitcode(status) & 0xFF
-    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")  # dies with its parent
+    _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")  # dies with its parent
     if spec["namespaces"]:
-        _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount private")
-        _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
-        path = staged.encode()
-        _check(libc.mount(path, path, None, MS_BIND | MS_REC, None), "bind staged")
-        # a remount inside a user namespace must keep the flags the outer mount locked
-        st = os.statvfs(staged).f_flag
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-        for st_bit, ms_bit in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
-                               (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
-                               (getattr(os, "ST_RELATIME", 4096), MS_RELATIME)):
-            if st & st_bit:
-                flags |= ms_bit
-        _check(libc.mount(None, path, None, flags, None), "remount staged read-only")
+        _mount_private(spec["staged"])
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -433,6 +488,9 @@ def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int
     os.chdir(spec["workdir"])
     os.environ.clear()
     os.environ.update(spec["env"])
+    import tempfile
+
+    tempfile.tempdir = None  # the zygote's cached choice would outlive the new TMPDIR
     from solbench.evaluate import candidate
 
     sys.argv = ["solbench.evaluate.candidate", str(cmd_r), str(reply_w)]

@@ -210,6 +210,7 @@ class RemoteSubject:
         self.proc = None
         self.ready_s: float | None = None
         self.restarts = 0
+        self.isolation: str | None = None
         self.arena = None
         self.arena_id = 0
         self.log_path = ctx.workdir / "candidate.log"
@@ -245,6 +246,7 @@ class RemoteSubject:
             return "the candidate's process did not report ready"
         if self.ready_s is None:
             self.ready_s = time.perf_counter() - t0
+        self.isolation = self.proc.isolation
         return None
 
     def stop(self) -> None:
@@ -528,6 +530,7 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
     for sub in built.values():
         if isinstance(sub, RemoteSubject):
             ready["candidate_ready_s"] = sub.ready_s
+            ready["sandbox"] = sub.isolation
     chan.send(**ready)
     for subject_index, uuid in job["pairs"]:
         if subject_index not in built:

@@ -1,8 +1,9 @@
 """The candidate's sandbox: how its process is started, limited, talked to and killed.
 
 The trusted worker starts one candidate process per solution (and a new one
-after a crash). Where the OS allows, the process runs in new user, PID and
-network namespaces (``unshare``), with the solution's staged files bind-mounted
+after a crash), forked from a zygote that has imported torch, or else from a
+fresh interpreter. Where the OS allows, the process runs in new user, PID,
+mount and network namespaces, with the solution's staged files bind-mounted
 read-only, so every process it starts dies with it and it has no network;
 elsewhere rlimits alone apply (docs/SECURITY.md). Commands go to it and replies
 come back as JSON lines over two pipes; a reply that does not come in time, or
@@ -18,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -101,16 +102,13 @@ class CandidateProcess:
     zygote: "Zygote | None" = None
     proc: Any = None
     isolation: str = "rlimits"  # what the running process got: "namespaces" or "rlimits"
-    started_s: float = 0.0
     _buf: bytes = b""
     _cmd: Any = None
     _reply_fd: int = -1
-    logs: list[str] = field(default_factory=list)
 
     def start(self) -> None:
         cmd_r, cmd_w = os.pipe()
         reply_r, reply_w = os.pipe()
-        self.started_s = time.perf_counter()
         self.proc = None
         if self.zygote is not None:
             log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

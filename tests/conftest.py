@@ -20,6 +20,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def inline_solution(problem, name: str, src: str, *extra):
+    """A one-file PyTorch solution (``k.py::run``, returning its outputs) written in a test."""
+    from solbench.problems.solution import Solution, SourceFile
+
+    return Solution(name=name, definition=problem.name, spec={"language": "pytorch", "entry_point": "k.py::run",
+                                                               "destination_passing_style": False},
+                    sources=[SourceFile(path="k.py", content=src), *extra])
+
+
 @pytest.fixture
 def axpy():
     from solbench.problems.problem import load_problem

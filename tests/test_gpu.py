@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import AXPY, FIXTURES
+from conftest import AXPY, FIXTURES, inline_solution
 from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.problems.solution import load_solution
 from solbench.store.db import Store
@@ -177,10 +177,5 @@ def test_each_solution_has_its_own_triton_cache(axpy):
            "    d = str(triton.knobs.cache.dir) if hasattr(triton, 'knobs') else os.environ.get('TRITON_CACHE_DIR', '')\n"
            "    own = '/triton/' in d and d == os.environ.get('TRITON_CACHE_DIR')\n"
            "    return torch.add(y, x, alpha=alpha) if own else x\n")
-    from solbench.problems.solution import Solution, SourceFile
-
-    sol = Solution(name="cache_dir", definition=axpy.name, spec={"language": "pytorch", "entry_point": "k.py::run",
-                                                                  "destination_passing_style": False},
-                   sources=[SourceFile(path="k.py", content=src)])
-    ev = evaluate(axpy, sol, EvalOptions(device="cuda", baselines=(), workloads=["axpy-small"], time_candidate=False))
+    ev = evaluate(axpy, inline_solution(axpy, "cache_dir", src), EvalOptions(device="cuda", baselines=(), workloads=["axpy-small"], time_candidate=False))
     assert ev.verdict == "passed", ev.workloads[0].message

@@ -5,13 +5,12 @@ import json
 import pytest
 import torch
 
-from conftest import FIXTURES
+from conftest import FIXTURES, inline_solution
 from solbench.errors import UserError
 from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.problems.importers import import_flashinfer_trace, import_kernelbench
 from solbench.problems.inputs import make_inputs
 from solbench.problems.problem import load_problem
-from solbench.problems.solution import Solution, SourceFile
 
 IMPORT = FIXTURES / "import"
 
@@ -32,10 +31,7 @@ def test_kernelbench_file_becomes_a_problem(tmp_path):
            "    m, v = y.mean(0), y.var(0, unbiased=False)  # a fresh nn.Module trains: batch statistics\n"
            "    y = (y - m) / torch.sqrt(v + 1e-5) * gamma + beta\n"
            "    return torch.relu(y * 0.5)\n")
-    sol = Solution(name="kb", definition=p.name, spec={"language": "pytorch", "entry_point": "k.py::run",
-                                                        "destination_passing_style": False},
-                   sources=[SourceFile(path="k.py", content=src)])
-    ev = evaluate(p, sol, EvalOptions(device="cpu", baselines=(), time_candidate=False))
+    ev = evaluate(p, inline_solution(p, "kb", src), EvalOptions(device="cpu", baselines=(), time_candidate=False))
     assert ev.verdict == "passed", ev.workloads[0].message
 
 

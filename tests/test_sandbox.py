@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from conftest import AXPY, SOLUTIONS
+from conftest import AXPY, SOLUTIONS, inline_solution
 from solbench.evaluate.runner import EvalOptions, evaluate, namespaces_available
-from solbench.problems.solution import Solution, SourceFile, load_solution
+from solbench.problems.solution import SourceFile, load_solution
 
 needs_ns = pytest.mark.skipif(not namespaces_available(), reason="user/PID/network namespaces unavailable here")
 
@@ -25,13 +25,6 @@ def _alive(marker: str, wait_s: float = 3.0) -> list[str]:
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.1)
-
-
-def _inline(problem, name: str, src: str, *extra: SourceFile) -> Solution:
-    """A one-file PyTorch solution written here."""
-    return Solution(name=name, definition=problem.name, spec={"language": "pytorch", "entry_point": "k.py::run",
-                                                               "destination_passing_style": False},
-                    sources=[SourceFile(path="k.py", content=src), *extra])
 
 
 def _eval(problem, sol, **kw):
@@ -65,7 +58,7 @@ def test_no_network(axpy):
     t = threading.Thread(target=accept, daemon=True)
     t.start()
     src = (SOLUTIONS / "phone_home.py").read_text()
-    sol = _inline(axpy, "phone_home", src, SourceFile(path="port.txt", content=str(server.getsockname()[1])))
+    sol = inline_solution(axpy, "phone_home", src, SourceFile(path="port.txt", content=str(server.getsockname()[1])))
     ev = _eval(axpy, sol, sandbox="auto")
     server.close()
     assert got == [], "the candidate reached the host's network"
@@ -81,7 +74,7 @@ def test_solution_files_are_read_only_and_tmp_is_private(axpy):
            "    tmp = tempfile.gettempdir()\n"
            "    ok = not wrote and tmp.startswith(os.path.dirname(here))\n"
            "    return alpha * x + y if ok else x\n")
-    sol = _inline(axpy, "ro", src)
+    sol = inline_solution(axpy, "ro", src)
     assert _eval(axpy, sol).verdict == "passed"
 
 
@@ -103,7 +96,7 @@ def test_a_forged_candidate_reply_is_not_believed(axpy):
            "                                  't_begin': 0.0, 't_end': 1.0, 'kept': [], 'codes': []}) + '\\n').encode())\n"
            "        os._exit(0)\n"
            "    return torch.add(y, x, alpha=alpha)\n")
-    sol = _inline(axpy, "forge", src)
+    sol = inline_solution(axpy, "forge", src)
     ev = evaluate(axpy, sol, EvalOptions(device="cpu", baselines=(), workloads=["axpy-small"], static_checks=False,
                                          draws=1))
     w = ev.workloads[0]
@@ -135,7 +128,7 @@ def test_a_forged_call_reply_does_not_pass(axpy):
            "                              'outputs': [{'shape': n, 'dtype': 'float32', 'delivered': True}]})\n"
            "                  + '\\n').encode())\n"
            "    return torch.zeros_like(x)\n")
-    ev = evaluate(axpy, _inline(axpy, "forge_call", src), EvalOptions(device="cpu", baselines=(),
+    ev = evaluate(axpy, inline_solution(axpy, "forge_call", src), EvalOptions(device="cpu", baselines=(),
                                                                      workloads=["axpy-small"], static_checks=False))
     w = ev.workloads[0]
     assert w.verdict != "passed", (w.verdict, w.reasons, w.message)

@@ -81,6 +81,8 @@ class Candidate:
         self.fn = self.language.load(Path(load["staged"]), load["entry_file"], load["function"])
         self.in_candidate[0] = False
         self.arenas: dict[int, Any] = {}
+        self.flusher = None
+        self.flusher_llc = 0
 
     def _track_streams(self) -> None:
         """Record every CUDA stream the solution creates (at import or in a call; not the harness's own)."""
@@ -302,8 +304,10 @@ class Candidate:
         t_begin = time.monotonic()
         try:
             if self.dev.type == "cuda":
-                flusher = Flusher(int(msg.get("llc_bytes", 64 << 20)), self.dev)
-                timing = time_cuda(timed_call, len(sets), flusher, cfg, graph=msg.get("graph"),
+                llc = int(msg.get("llc_bytes", 64 << 20))
+                if self.flusher is None or self.flusher_llc != llc:
+                    self.flusher, self.flusher_llc = Flusher(llc, self.dev), llc  # one per process, not per workload
+                timing = time_cuda(timed_call, len(sets), self.flusher, cfg, graph=msg.get("graph"),
                                    tails=self.stream_tails, **hooks)
             else:
                 timing = time_cpu(timed_call, len(sets), cfg, **hooks)

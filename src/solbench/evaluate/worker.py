@@ -90,7 +90,7 @@ class Context:
     """What every subject needs to know about the problem and workload at hand."""
 
     def __init__(self, job: dict[str, Any], torch, problem, device, zygote=None):
-        from solbench.evaluate.timing import Flusher, TimingConfig
+        from solbench.evaluate.timing import TimingConfig
         from solbench.problems.modules import entry, module_from_source
 
         self.job = job
@@ -108,8 +108,17 @@ class Context:
         d = self.definition
         self.custom = getattr(module, d.custom_inputs_entrypoint) if d.custom_inputs_entrypoint else None
         self.timing = TimingConfig(**job.get("timing", {}))
-        timed = device.type == "cuda" and job.get("time", True)
-        self.flusher = Flusher(job.get("llc_bytes", 64 << 20), device) if timed else None
+        self._flusher = None
+
+    @property
+    def flusher(self):
+        """The cache flush for timing on the GPU, made when a trusted subject is first timed (a candidate's
+        process has its own)."""
+        if self._flusher is None and self.dev.type == "cuda":
+            from solbench.evaluate.timing import Flusher
+
+            self._flusher = Flusher(self.job.get("llc_bytes", 64 << 20), self.dev)
+        return self._flusher
 
     def reference_of(self, given: list[Any]) -> tuple[list[Any], list[Any]]:
         """The reference's outputs on copies of ``given``, and its float64 anchor."""
@@ -175,7 +184,7 @@ class LocalSubject:
         peak = int(torch.cuda.max_memory_allocated() - before) if cuda else None
         return Called(outputs=out, inputs_after=used, peak_memory_bytes=peak)
 
-    def time(self, sets: list[list[Any]], axes: dict[str, int], flusher, cfg) -> Timed:
+    def time(self, sets: list[list[Any]], axes: dict[str, int], cfg) -> Timed:
         from solbench.evaluate.timing import time_cpu, time_cuda
 
         f = self.call_fn
@@ -184,7 +193,7 @@ class LocalSubject:
             return f(*sets[i])
 
         if self.ctx.dev.type == "cuda":
-            t = time_cuda(timed_call, len(sets), flusher, cfg, graph=self.ctx.job.get("graph"))
+            t = time_cuda(timed_call, len(sets), self.ctx.flusher, cfg, graph=self.ctx.job.get("graph"))
         else:
             t = time_cpu(timed_call, len(sets), cfg)
         return Timed(samples_ms=t.samples_ms, wall_ms=t.wall_ms, graph_ms=t.graph_ms, graph_error=t.graph_error,
@@ -356,11 +365,12 @@ class RemoteSubject:
                       dsl_share=float(share) if isinstance(share, (int, float)) and 0 <= share <= 1 else None,
                       kernels=kernels[:5])
 
-    def time(self, sets: list[list[Any]], axes: dict[str, int], flusher, cfg) -> Timed:
+    def time(self, sets: list[list[Any]], axes: dict[str, int], cfg) -> Timed:
         from solbench.evaluate.arena import nbytes_for, nbytes_of
+        from solbench.evaluate.integrity.rotation import KEPT_CALLS
 
         shapes = self.ctx.out_shapes(axes)
-        n_keep = 4  # three random calls and the last (integrity/rotation.py)
+        n_keep = KEPT_CALLS
         per_set = sum(nbytes_of(x) for x in sets[0])
         out_bytes = sum(nbytes_for(s, d) for s, d in shapes)
         arena = self._lend(per_set * len(sets) + n_keep * (2 * per_set + out_bytes))
@@ -653,7 +663,7 @@ def _judge_workload(ctx: Context, subject, uuid: str) -> dict[str, Any]:
         # ---- timing ----------------------------------------------------------------------------------------
         if result["verdict"] == "passed" and job.get("time", True) and not subject.interpreted:
             sets = [inputs(draw_seed(job["seed"], uuid, 1000 + i)) for i in range(int(job.get("input_sets", 3)))]
-            timed = subject.time(sets, axes, ctx.flusher, ctx.timing)
+            timed = subject.time(sets, axes, ctx.timing)
             if timed.failed:
                 result.update(timed.failed)
             else:

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 SLOTS = 61  # distinct offsets per arena (prime, so offsets and value sets do not cycle together)
+KEPT_CALLS = 4  # at most: three calls picked at random, and the last
 ALIGN = 256
 
 

@@ -55,3 +55,22 @@ def test_not_a_database(tmp_path):
 def test_unknown_evaluation(tmp_path):
     with pytest.raises(UserError, match="no evaluation"):
         Store(tmp_path / "r.db").evaluation(42)
+
+
+def test_older_database_gains_new_columns_and_keeps_its_rows(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    # a baselines table as an older solbench wrote it: no `message` column
+    conn.execute("CREATE TABLE baselines (problem_digest TEXT NOT NULL, workload TEXT NOT NULL, device_name TEXT NOT "
+                 "NULL, software TEXT NOT NULL, kind TEXT NOT NULL, verdict TEXT NOT NULL, time_ms REAL, samples_ms "
+                 "TEXT, created TEXT NOT NULL, PRIMARY KEY (problem_digest, workload, device_name, software, kind))")
+    conn.execute("INSERT INTO baselines VALUES ('d','w','H200','sw','eager','passed',1.5,'[1.5]','then')")
+    conn.commit()
+    conn.close()
+    store = Store(path)
+    assert store.get_baseline("d", "w", "H200", "sw", "eager") == {"verdict": "passed", "time_ms": 1.5,
+                                                                   "message": None}
+    store.put_baseline("d", "w2", "H200", "sw", "eager", "runtime_error", None, [], message="boom")
+    assert store.get_baseline("d", "w2", "H200", "sw", "eager")["message"] == "boom"

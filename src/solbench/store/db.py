@@ -110,6 +110,22 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Bring a database written by an older solbench up to SCHEMA: add the columns it lacks.
+
+    Columns are only ever added (with NULL in old rows), never dropped or retyped, so stored rows survive.
+    """
+    model = sqlite3.connect(":memory:")
+    model.executescript(SCHEMA)
+    tables = [r[0] for r in model.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    for table in tables:
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        for _, name, kind, *_ in model.execute(f"PRAGMA table_info({table})"):
+            if name not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+    model.close()
+
+
 class Store:
     def __init__(self, path: str | Path = "solbench.db"):
         self.path = Path(path)
@@ -118,6 +134,7 @@ class Store:
         try:
             self.conn = sqlite3.connect(str(self.path), timeout=30)
             self.conn.executescript(SCHEMA)
+            _add_missing_columns(self.conn)
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             self.conn.commit()
         except sqlite3.DatabaseError as exc:

@@ -39,8 +39,10 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 def analyse(store: Store) -> dict:
-    """Pair each (problem, solution)'s first stored evaluation with its latest one: the first pays for the first
-    compiles and the baseline measurements; the latest is the steady state whose cost the targets speak of."""
+    """Pair each (problem, solution)'s latest evaluation with the one before it. On a fresh machine the one
+    before is the `run` stage's, which pays for the first compiles and the baseline measurements; the latest is
+    the steady state whose cost the targets speak of. (A database carried from an older session holds older
+    evaluations too: they are neither costed nor compared, since the code that made them may have changed.)"""
     by_key: dict[tuple[str, str], list] = {}
     for eid in store.evaluation_ids():
         ev, _ = store.evaluation(eid)
@@ -48,7 +50,7 @@ def analyse(store: Store) -> dict:
             by_key.setdefault((ev.problem, ev.solution), []).append(ev)
     first_points, steady_points, agreement, rows = [], [], [], []
     for (problem, solution), evs in sorted(by_key.items()):
-        first, last = evs[0], evs[-1]
+        first, last = (evs[-2], evs[-1]) if len(evs) > 1 else (evs[-1], evs[-1])
         first_points.append((len(first.workloads), first.elapsed_s))
         if len(evs) > 1:
             steady_points.append((len(last.workloads), last.elapsed_s))
@@ -85,8 +87,8 @@ def analyse(store: Store) -> dict:
 
 
 def report(result: dict) -> None:
-    print(f"{'first evaluations':32s} {result['solutions_first']} solutions, {result['first_total_s']:.1f} s "
-          "(first compiles and baseline measurements included)")
+    print(f"{'previous evaluations':32s} {result['solutions_first']} solutions, {result['first_total_s']:.1f} s "
+          "(on a fresh machine: first compiles and baseline measurements included)")
     if result["steady_mean_s_per_solution"] is not None:
         print(f"{'steady state':32s} {result['solutions_steady']} solutions, {result['steady_workloads']} workloads, "
               f"{result['steady_total_s']:.1f} s")
@@ -109,7 +111,8 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default=None)
     ap.add_argument("--analyse-only", action="store_true", help="no new evaluations: summarise what DB holds")
-    ap.add_argument("--hold", action="store_true", help="time with the stream held by a spin kernel (TimingConfig.hold)")
+    ap.add_argument("--no-hold", dest="hold", action="store_false",
+                    help="time without the stream held by a spin kernel (TimingConfig.hold, on by default)")
     args = ap.parse_args()
     store = Store(args.db)
     if not args.analyse_only:

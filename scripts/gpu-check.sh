@@ -3,7 +3,7 @@
 # Usage: scripts/gpu-check.sh [stage ...]
 #   stages: tests (= fast bundled), fast (the GPU test set but the bundled examples), bundled (every starter
 #           example on the GPU, baselines included), run (the main job), bench, ncu, calibrate, floor, start, probe,
-#           repeat and repeat-hold (run-to-run agreement without and with the held stream)
+#           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` compiles every torch.compile baseline (about 5 minutes for the starter
@@ -42,8 +42,8 @@ for stage in "${stages[@]}"; do
     probe) timeout 90 python3 benchmarks/probe_transport.py </dev/null 2>&1 | tee "$OUT/probe.txt" ;;
     repeat) timeout ${REPEAT_LIMIT:-150} python3 benchmarks/bench_repeat.py --out "$OUT/repeat.json" </dev/null 2>&1 \
              | tee "$OUT/repeat.txt" ;;
-    repeat-hold) timeout ${REPEAT_LIMIT:-150} python3 benchmarks/bench_repeat.py --hold --out "$OUT/repeat-hold.json" \
-             </dev/null 2>&1 | tee "$OUT/repeat-hold.txt" ;;
+    repeat-nohold) timeout ${REPEAT_LIMIT:-150} python3 benchmarks/bench_repeat.py --no-hold \
+             --out "$OUT/repeat-nohold.json" </dev/null 2>&1 | tee "$OUT/repeat-nohold.txt" ;;
     bench) timeout ${BENCH_LIMIT:-240} python3 benchmarks/bench_harness.py --db "$SOLBENCH_GPU_DB" --out "$OUT/bench.json" </dev/null \
              2>&1 | tee "$OUT/bench.txt" ;;
     ncu)   timeout 300 python3 benchmarks/ncu_agreement.py --out "$OUT/ncu.json" </dev/null 2>&1 | tee "$OUT/ncu.txt" ;;

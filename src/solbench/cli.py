@@ -192,10 +192,14 @@ def eval_cmd(
     heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes from the axis ranges"),
     profile_dsl: bool = typer.Option(False, "--profile-dsl",
                                      help="GPU: profile a DSL solution's kernels' share of device time"),
+    hold: bool = typer.Option(True, "--hold/--no-hold",
+                              help="GPU: hold the stream with a spin kernel so samples time the device, not the "
+                                   "host's launches (--no-hold counts host-bound launch latency)"),
     quiet: bool = typer.Option(False, help="no progress lines"),
 ) -> None:
     """Evaluate one solution on one problem: correctness, timing, baselines, SOL score."""
     from solbench.evaluate.runner import EvalOptions, evaluate
+    from solbench.evaluate.timing import TimingConfig
     from solbench.hardware.registry import get_hardware
     from solbench.problems.problem import load_problem
     from solbench.problems.solution import Solution, load_solution
@@ -222,7 +226,7 @@ def eval_cmd(
         sol = load_solution(solution, prob.name)
         opts = EvalOptions(device=_device(device), draws=draws, workloads=list(workload) if workload else None,
                            use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_dsl,
-                           progress=_progress_printer(not quiet and not as_json))
+                           timing=TimingConfig(hold=hold), progress=_progress_printer(not quiet and not as_json))
     if hardware:
         opts.hardware = get_hardware(hardware)
     ev = evaluate(prob, sol, opts, store=store if replay is None else None)
@@ -261,12 +265,16 @@ def run(
     heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes per problem"),
     profile_dsl: bool = typer.Option(False, "--profile-dsl",
                                      help="GPU: profile each DSL solution's kernels' share of device time"),
+    hold: bool = typer.Option(True, "--hold/--no-hold",
+                              help="GPU: hold the stream with a spin kernel so samples time the device, not the "
+                                   "host's launches (--no-hold counts host-bound launch latency)"),
     quiet: bool = typer.Option(False),
 ) -> None:
     """The main job: evaluate every problem's example solutions against baselines and SOL."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from solbench.evaluate.runner import EvalOptions, evaluate
+    from solbench.evaluate.timing import TimingConfig
     from solbench.hardware.registry import detect
     from solbench.problems.problem import load_problem
     from solbench.problems.solution import load_solution
@@ -290,7 +298,8 @@ def run(
             progress.update(task, description=f"{prob.name} / {path.name}")
             sol = load_solution(path, prob.name)
             opts = EvalOptions(device=dev, draws=draws, hardware=hw, calibrated=calibrated,
-                               use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_dsl)
+                               use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_dsl,
+                               timing=TimingConfig(hold=hold))
             evaluations.append(evaluate(prob, sol, opts, store=store, run_id=run_id))
             progress.advance(task)
     store.finish_run(run_id)

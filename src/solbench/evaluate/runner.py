@@ -491,6 +491,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         env["sandbox"] = cand.sandbox or ("namespaces" if (opts.sandbox == "auto" and namespaces_available())
                                           else "rlimits")
         env["worker_ready_s"] = cand.ready_s
+        env["timing_hold"] = opts.timing.hold
         env["candidate_ready_s"] = cand.candidate_ready_s
         if cand.candidate_restarts:
             env["candidate_restarts"] = cand.candidate_restarts

@@ -84,3 +84,12 @@ def test_each_detected_pattern_adds_its_reason(axpy):
     assert w.verdict == "reward_hack"
     assert set(w.reasons) == {"output_recheck", "unaccounted_device_work", "below_sol"}
     assert w.message == "timed call 7 re-checked"
+
+
+def test_power_capped_clocks_are_a_warning_not_a_failure(axpy):
+    capped = {"sm_clock_mhz": 1695, "max_sm_clock_mhz": 1980, "throttle_reasons": ["sw_power_cap"]}
+    idle = {"sm_clock_mhz": 1980, "max_sm_clock_mhz": 1980, "throttle_reasons": ["gpu_idle"]}
+    w = judge(axpy, samples_ms=[2.5] * 20, wall_ms=[2.6] * 3, clocks=[idle, capped])
+    assert w.verdict == "passed" and "clocks_throttled" in w.warnings and w.sol_score is not None
+    w = judge(axpy, samples_ms=[2.5] * 20, wall_ms=[2.6] * 3, clocks=[idle, idle])
+    assert "clocks_throttled" not in w.warnings

@@ -34,6 +34,7 @@ from solbench.analysis.roofline import Work, count_work, sol_time
 from solbench.evaluate.sandbox import end_process, namespaces_available  # noqa: F401  (re-exported)
 from solbench.evaluate.stats import summarize
 from solbench.evaluate.timing import TimingConfig
+from solbench.hardware.telemetry import SLOWDOWN_REASONS
 from solbench.evaluate.verdict import INCORRECT, VERDICT_ORDER, Evaluation, WorkloadResult, worst
 from solbench.hardware.spec import Ceilings, HardwareSpec
 from solbench.problems.problem import Problem
@@ -612,6 +613,10 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
                      and c["sm_clock_mhz"] < 0.75 * c["max_sm_clock_mhz"]]
         if low_clock:
             res.warnings.append("low_sm_clock")
+        if any(set(c.get("throttle_reasons") or ()) & SLOWDOWN_REASONS for c in res.clocks):
+            # a power cap or heat slowed the clocks while this was timed (a 3.3 ms bf16 GEMM ran 12% slower on
+            # an H200 at its power cap): the time is real but not repeatable on a cooler chip
+            res.warnings.append("clocks_throttled")
     if res.interpreted:
         res.warnings.append("interpreted")
     if res.dsl_share is not None and res.dsl_share < 0.5:

@@ -26,6 +26,10 @@ _REASONS = (
     (0x0000000000000100, "display_clock_setting"),
 )
 
+#: reasons that mean the chip slowed itself down (power or heat), as opposed to idling or a clock setting
+SLOWDOWN_REASONS = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                              "hw_power_brake_slowdown"})
+
 
 def _nvml():
     """The initialised pynvml module, or None (initialised once per process)."""

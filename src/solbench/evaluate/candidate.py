@@ -70,6 +70,7 @@ class Candidate:
         self.dps = bool(load.get("dps"))
         self.streams: list[Any] = []
         self.in_candidate = [True]  # streams created while this is true are the solution's
+        self.timed_stream: list[Any] = [None]  # during a timed call: the stream its start event is on
         if self.dev.type == "cuda":
             self._track_streams()
         from solbench.evaluate.integrity.l2 import L2Guard
@@ -85,10 +86,12 @@ class Candidate:
         self.flusher_llc = 0
 
     def _track_streams(self) -> None:
-        """Record every CUDA stream the solution creates (at import or in a call; not the harness's own)."""
+        """Record every CUDA stream the solution creates (at import or in a call; not the harness's own), and
+        fence one created during a timed call behind that call's start (see ``fence``)."""
         torch = self.torch
         streams = self.streams
         candidate = self.in_candidate
+        fence = self.fence
         for cls in (torch.cuda.Stream, getattr(torch.cuda, "ExternalStream", None)):
             if cls is None or "__new__" not in vars(cls):
                 continue
@@ -97,11 +100,28 @@ class Candidate:
 
             def tracked(kind, *args, _original=original, **kwargs):
                 stream = _original(kind, *args, **kwargs)
-                if candidate[0] and len(streams) < 64:
-                    streams.append(stream)
+                if candidate[0]:
+                    # torch hands out streams from a small pool: one entry per distinct stream
+                    if len(streams) < 64 and all(s.cuda_stream != stream.cuda_stream for s in streams):
+                        streams.append(stream)
+                    fence([stream])
                 return stream
 
             cls.__new__ = staticmethod(tracked)
+
+    def fence(self, streams: list[Any]) -> None:
+        """During a timed call, make ``streams`` wait for the timed stream's work so far (its start event
+        included). Without this, work launched on a stream that never waits for the timed one could run while
+        the stream is held or flushed, before the start event, and so outside every sample."""
+        torch = self.torch
+        main = self.timed_stream[0]
+        if main is None or not streams or torch.cuda.is_current_stream_capturing():
+            return
+        mark = torch.cuda.Event()
+        mark.record(main)
+        for s in streams:
+            if s.cuda_stream != main.cuda_stream:
+                s.wait_event(mark)
 
     def stream_tails(self) -> list[Any]:
         """One timing event on each stream the solution created (see timing.time_cuda)."""
@@ -290,13 +310,19 @@ class Candidate:
         pool.prepare(0)
         fn = self.fn
         flag = self.in_candidate
+        timed_stream = self.timed_stream
+        cuda = self.dev.type == "cuda"
 
         def timed_call(i: int):
+            if cuda:
+                timed_stream[0] = torch.cuda.current_stream()
+                self.fence(self.streams)
             flag[0] = True
             try:
                 return fn(*pool.call_args())
             finally:
                 flag[0] = False
+                timed_stream[0] = None
 
         cfg = TimingConfig(**msg.get("timing", {}))
         hooks = dict(prepare=pool.prepare, keep=pool.keep, on_last=pool.keep_last)

@@ -1,5 +1,7 @@
 """The persisting-L2 guard finds the CUDA runtime torch loaded, and stays inactive where there is none."""
 
+import pytest
+
 from solbench.evaluate.integrity.l2 import L2Guard, loaded_cudart
 
 
@@ -21,3 +23,25 @@ def test_inactive_without_a_runtime(monkeypatch):
     monkeypatch.setattr(l2, "loaded_cudart", lambda maps="/proc/self/maps": None)
     guard = L2Guard()
     assert not guard.active and guard.reset() is False and guard.set_aside_bytes() is None
+
+
+@pytest.mark.gpu
+def test_guard_sees_and_drops_a_set_aside_on_the_gpu():
+    """On a GPU the guard finds torch's runtime, sees a persisting set-aside someone made, and removes it."""
+    import ctypes
+
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from solbench.evaluate.integrity.l2 import LIMIT_PERSISTING_L2
+
+    torch.zeros(1, device="cuda")
+    guard = L2Guard()
+    assert guard.active, "the CUDA runtime torch loaded was not found in /proc/self/maps"
+    assert guard.reset() and guard.set_aside_bytes() == 0
+    rc = guard.lib.cudaDeviceSetLimit(ctypes.c_int(LIMIT_PERSISTING_L2), ctypes.c_size_t(4 << 20))
+    if rc != 0:
+        pytest.skip(f"this GPU refuses a persisting-L2 set-aside (cudaError {rc})")
+    assert guard.set_aside_bytes() > 0
+    assert guard.reset() and guard.set_aside_bytes() == 0

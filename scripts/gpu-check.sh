@@ -6,9 +6,11 @@
 #           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
-# On a fresh machine the first `run` compiles every torch.compile baseline (about 5 minutes for the starter
-# suite on the H200), so two calls do it all: `RUN_LIMIT=500 scripts/gpu-check.sh run`, then copy the returned
-# gpu.db to .gpudb/gpu.db, carry .gpudb and .whl, and run `scripts/gpu-check.sh fast bundled bench`.
+# On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline (about 5 minutes for
+# the starter suite on the H200), so two calls do it all: `RUN_LIMIT=500 scripts/gpu-check.sh run`, then copy the
+# returned gpu.db to .gpudb/gpu.db, carry .gpudb and .whl, and run `scripts/gpu-check.sh tests bench`. A change to
+# a file of the harness digest (evaluate/worker.py, correctness.py, timing.py, stats.py, problems/inputs.py)
+# makes the cached baselines stale. pytest runs verbose, so a stage stopped at its limit still reports its tests.
 # Every step is bounded by `timeout`, reads no stdin, and logs under $OUT (the device tool returns $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,9 +37,9 @@ for stage in "${stages[@]}"; do
   case "$stage" in
     run)   timeout ${RUN_LIMIT:-350} python3 -m solbench.cli run --device cuda --db "$SOLBENCH_GPU_DB" --quiet </dev/null \
              2>&1 | tee "$OUT/run.txt" ;;
-    fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m gpu -q -rfE -p no:cacheprovider -k "not test_bundled_examples" tests \
+    fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "not test_bundled_examples" tests \
              </dev/null 2>&1 | tee "$OUT/fast.txt" ;;
-    bundled) timeout ${BUNDLED_LIMIT:-400} python3 -m pytest -m gpu -q -rfE -p no:cacheprovider -k test_bundled_examples tests \
+    bundled) timeout ${BUNDLED_LIMIT:-400} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k test_bundled_examples tests \
              </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
     probe) timeout 90 python3 benchmarks/probe_transport.py </dev/null 2>&1 | tee "$OUT/probe.txt" ;;
     repeat) timeout ${REPEAT_LIMIT:-150} python3 benchmarks/bench_repeat.py --out "$OUT/repeat.json" </dev/null 2>&1 \
@@ -59,5 +61,16 @@ echo
 echo "== solbench GPU check =="
 printf '%-10s %s\n' stage result
 for stage in "${stages[@]}"; do printf '%-10s %s\n' "$stage" "${status[$stage]:-skipped}"; done
-for f in fast bundled; do [ -f "$OUT/$f.txt" ] && { echo "-- $f"; grep -E "^(FAILED|ERROR)|passed|failed|integrity|exploits|honest" "$OUT/$f.txt" | tail -n 25; }; done
+# pytest runs verbose, so a stage stopped by its time limit still shows which tests ran and how they ended
+for f in fast bundled; do
+  [ -f "$OUT/$f.txt" ] || continue
+  echo "-- $f: $(grep -c ' PASSED' "$OUT/$f.txt") passed, $(grep -c ' FAILED' "$OUT/$f.txt") failed," \
+       "$(grep -c ' ERROR' "$OUT/$f.txt") errors, $(grep -c ' SKIPPED' "$OUT/$f.txt") skipped"
+  [ "$f" = fast ] && echo "   exploits $(grep -c 'test_exploit_is_caught.* PASSED' "$OUT/$f.txt") caught," \
+    "$(grep -c 'test_exploit_is_caught.* FAILED' "$OUT/$f.txt") missed; honest" \
+    "$(grep -c 'test_honest_solution_passes.* PASSED' "$OUT/$f.txt") passed," \
+    "$(grep -c 'test_honest_solution_passes.* FAILED' "$OUT/$f.txt") rejected"
+  grep -E "^(FAILED|ERROR) |^=+ .*(passed|failed).* =+$|^(exploits caught|honest solutions passed):" "$OUT/$f.txt" \
+    | tail -n 25
+done
 exit 0

@@ -75,6 +75,10 @@ def test_timing_report_outside_the_trusted_window_is_forged():
     assert _timing_forgery(dict(ok, samples_ms=[-1.0]), 9.9, 10.6)
     assert _timing_forgery(dict(ok, samples_ms=[]), 9.9, 10.6)
     assert _timing_forgery({"samples_ms": [1.0] * 3}, 9.9, 10.6) == "no timestamps"
+    # the events of a wall-time call lie inside it, so they cannot outlast it
+    assert _timing_forgery(dict(ok, wall_event_ms=[1.0] * 3), 9.9, 10.6) is None
+    assert "longer than" in _timing_forgery(dict(ok, wall_event_ms=[5.0, 1.0, 1.0]), 9.9, 10.6)
+    assert "malformed" in _timing_forgery(dict(ok, wall_event_ms=["x"]), 9.9, 10.6)
 
 
 def test_each_detected_pattern_adds_its_reason(axpy):
@@ -93,3 +97,21 @@ def test_power_capped_clocks_are_a_warning_not_a_failure(axpy):
     assert w.verdict == "passed" and "clocks_throttled" in w.warnings and w.sol_score is not None
     w = judge(axpy, samples_ms=[2.5] * 20, wall_ms=[2.6] * 3, clocks=[idle, idle])
     assert "clocks_throttled" not in w.warnings
+
+
+def test_host_bound_call_timed_with_the_stream_held_is_not_hidden_work(axpy):
+    """Held samples time the device alone (12 us); the wall-time calls wait for a slow host (0.32 ms), and so do
+    their own events: nothing ran where the events did not see it."""
+    w = judge(axpy, samples_ms=[0.012] * 20, wall_ms=[0.33, 0.32, 0.34], wall_event_ms=[0.31, 0.30, 0.32])
+    assert "unaccounted_device_work" not in w.reasons
+    # the same wall times against the held samples alone would have looked like hidden work
+    w = judge(axpy, samples_ms=[0.012] * 20, wall_ms=[0.33, 0.32, 0.34])
+    assert "unaccounted_device_work" in w.reasons
+
+
+def test_wall_time_far_above_its_own_events_is_hidden_work(axpy):
+    w = judge(axpy, samples_ms=[2.0] * 20, wall_ms=[9.0, 9.1, 9.0], wall_event_ms=[2.1, 2.0, 2.1])
+    assert w.verdict == "reward_hack" and "unaccounted_device_work" in w.reasons
+    # one call slowed by the host alone is not enough
+    w = judge(axpy, samples_ms=[2.0] * 20, wall_ms=[9.0, 2.2, 2.2], wall_event_ms=[2.1, 2.0, 2.1])
+    assert "unaccounted_device_work" not in w.reasons

@@ -668,7 +668,11 @@ def test_signal_tampering():
 def test_stream_creation_warns():
     src = "import torch\ns = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass\n"
     assert rejects(src) == set() and warns(src) == {"stream_creation"}
-    assert warns("from cuda import cudart\nerr, s = cudart.cudaStreamCreate()\n") >= {"stream_creation"}
+    # streams the harness cannot track (and so cannot fence behind the start of a timed call) are rejected
+    assert "untracked_stream" in rejects("from cuda import cudart\nerr, s = cudart.cudaStreamCreate()\n")
+    assert "untracked_stream" in rejects("import torch\ns = torch.Stream('cuda')\n")
+    assert "untracked_stream" in rejects("from torch._C import _CudaStreamBase as B\ns = B(0, 0, 1)\n")
+    assert "untracked_stream" not in rejects("import torch\ns = torch.cuda.current_stream()\n")
 
 
 def test_file_io_warns():
@@ -785,7 +789,7 @@ def test_cpp_comments_and_strings_are_ignored():
 def test_cpp_warnings_and_line_numbers():
     src = "#include <cuda_runtime.h>\n\nvoid f() {\n  cudaStream_t s;\n  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);\n}\n"
     fs = scan(src, language="cuda", path="k.cu")
-    assert [(f.rule, f.severity, f.line) for f in fs] == [("stream_creation", "warn", 5)]
+    assert [(f.rule, f.severity, f.line) for f in fs] == [("untracked_stream", "reject", 5)]
     paste = "#define CALL(name) cublas##name##Ex\n#define OK(x) (x)\n"
     fs = scan(paste, language="cuda", path="k.cuh")
     assert [(f.rule, f.severity, f.line) for f in fs] == [("token_paste", "warn", 1)]

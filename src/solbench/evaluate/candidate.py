@@ -45,6 +45,13 @@ class Channel:
         self.reply.flush()
 
 
+
+def _capturing(torch: Any, stream: Any) -> bool:
+    """Whether ``stream`` is being captured into a CUDA graph."""
+    with torch.cuda.stream(stream):
+        return torch.cuda.is_current_stream_capturing()
+
+
 class Candidate:
     def __init__(self, chan: Channel, load: dict[str, Any]):
         from solbench.evaluate.languages import get_language
@@ -101,8 +108,9 @@ class Candidate:
             def tracked(kind, *args, _original=original, **kwargs):
                 stream = _original(kind, *args, **kwargs)
                 if candidate[0]:
-                    # torch hands out streams from a small pool: one entry per distinct stream
-                    if len(streams) < 64 and all(s.cuda_stream != stream.cuda_stream for s in streams):
+                    # one entry per distinct stream: torch hands out streams from a pool of a few per priority, and
+                    # current_stream() builds a new object for the same stream at every call
+                    if all(s.cuda_stream != stream.cuda_stream for s in streams):
                         streams.append(stream)
                     fence([stream])
                 return stream
@@ -115,13 +123,23 @@ class Candidate:
         the stream is held or flushed, before the start event, and so outside every sample."""
         torch = self.torch
         main = self.timed_stream[0]
-        if main is None or not streams or torch.cuda.is_current_stream_capturing():
+        if main is None:
             return
-        mark = torch.cuda.Event()
-        mark.record(main)
-        for s in streams:
-            if s.cuda_stream != main.cuda_stream:
-                s.wait_event(mark)
+        others = [s for s in streams if s.cuda_stream != main.cuda_stream]
+        if not others:
+            return
+        flag = self.in_candidate
+        was, flag[0] = flag[0], False  # the stream objects made here are the harness's, and must not fence again
+        try:
+            if _capturing(torch, main):  # the harness's graph capture: the solution must join its streams anyway
+                return
+            mark = torch.cuda.Event()
+            mark.record(main)
+            for s in others:
+                if not _capturing(torch, s):  # a capture of the solution's own cannot wait on an outside event
+                    s.wait_event(mark)
+        finally:
+            flag[0] = was
 
     def stream_tails(self) -> list[Any]:
         """One timing event on each stream the solution created (see timing.time_cuda)."""
@@ -314,11 +332,11 @@ class Candidate:
         cuda = self.dev.type == "cuda"
 
         def timed_call(i: int):
-            if cuda:
-                timed_stream[0] = torch.cuda.current_stream()
-                self.fence(self.streams)
-            flag[0] = True
             try:
+                if cuda:
+                    timed_stream[0] = torch.cuda.current_stream()
+                    self.fence(self.streams)
+                flag[0] = True
                 return fn(*pool.call_args())
             finally:
                 flag[0] = False
@@ -363,7 +381,8 @@ class Candidate:
             self.chan.send(type="timed", failed={"verdict": "runtime_error", "reasons": ["unreadable_output"],
                                                  "message": _short_tb(exc)}, lost=False)
             return
-        self.chan.send(type="timed", samples_ms=timing.samples_ms, wall_ms=timing.wall_ms, graph_ms=timing.graph_ms,
+        self.chan.send(type="timed", samples_ms=timing.samples_ms, wall_ms=timing.wall_ms,
+                       wall_event_ms=timing.wall_event_ms, graph_ms=timing.graph_ms,
                        graph_error=timing.graph_error, kept=kept,
                        unjoined_ms=timing.unjoined_ms, l2_guarded=l2_guarded,
                        t_begin=t_begin, t_end=t_end, codes=codes)

@@ -101,6 +101,7 @@ class _WorkerResult(BaseModel):
     reasons: list[str] = Field(default_factory=list)
     samples_ms: list[float] | None = None
     wall_ms: list[float] | None = None
+    wall_event_ms: list[float] | None = None
     graph_ms: float | None = None
     max_abs_err: float | None = None
     max_rel_err: float | None = None
@@ -113,7 +114,7 @@ class _WorkerResult(BaseModel):
             raise ValueError(f"unknown verdict {v!r}")
         return v
 
-    @field_validator("samples_ms", "wall_ms")
+    @field_validator("samples_ms", "wall_ms", "wall_event_ms")
     @classmethod
     def _plausible(cls, v: list[float] | None) -> list[float] | None:
         if v is not None and any(not (x >= 0) or x != x for x in v):
@@ -583,6 +584,7 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
                          failure=r.get("failure"), peak_memory_bytes=r.get("peak_memory_bytes"),
                          graph_ms=r.get("graph_ms"), timing_method=r.get("timing_method"),
                          clocks=r.get("clocks") or [], wall_ms=r.get("wall_ms") or [],
+                         wall_event_ms=r.get("wall_event_ms") or [],
                          dsl_share=r.get("dsl_share"))
     if res.verdict == "passed" and not res.reasons:
         res.reasons = []
@@ -597,11 +599,16 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
         # so a result names each pattern detected
         judged = res.verdict in ("passed", "reward_hack")
         if res.wall_ms and judged and r.get("timing_method") == "cuda_events":
-            # synchronised wall time far above the event time: work ran where the events did not see it
-            # (0 of 164 honest suite measurements on the H200 came near this threshold)
-            if min(res.wall_ms) > 1.5 * s.median + 0.2:
+            # synchronised wall time far above the event time of the same calls: work ran where the events did
+            # not see it (0 of 164 honest suite measurements on the H200 came near this threshold). The samples
+            # are taken with the stream held, so they leave out the host's launch time, which wall time keeps:
+            # compare with the events of the wall-time calls themselves, which wait for the host as it does.
+            pairs = list(zip(res.wall_ms, res.wall_event_ms)) or [(w, s.median) for w in res.wall_ms]
+            # every call must show the unexplained time, so one slow host moment is not an accusation
+            if all(w > 1.5 * e + 0.2 for w, e in pairs):
+                wall, seen = min(pairs)
                 _hack(res, "unaccounted_device_work",
-                      f"event time {s.median:.4f} ms but synchronised wall time {min(res.wall_ms):.4f} ms: "
+                      f"event time {seen:.4f} ms but synchronised wall time {wall:.4f} ms: "
                       "work on another stream or thread")
         unjoined = summarize([x for x in (r.get("unjoined_ms") or []) if isinstance(x, (int, float))])
         if unjoined and judged and unjoined.median > 0.1 * s.median + 0.005:

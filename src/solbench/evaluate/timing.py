@@ -50,8 +50,11 @@ class Timing:
     graph_error: str | None = None
     clocks: list[dict] = field(default_factory=list)
     method: str = "cuda_events"
-    #: per sample, how long work on other streams ran past the end event (only with a ``join`` hook)
+    #: per sample, how long work on other streams ran past the end event (only with a ``tails`` hook)
     unjoined_ms: list[float] = field(default_factory=list)
+    #: event time of each wall-time call, taken without the hold: what the events see of a call whose launches
+    #: the host paces, to compare with its synchronised wall time
+    wall_event_ms: list[float] = field(default_factory=list)
 
     @property
     def median_ms(self) -> float | None:
@@ -148,21 +151,29 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
     snap = _clock_snapshot(device_index)
     if snap:
         clocks.append(snap)
-    # synchronised wall time: catches work the events did not see (other streams, host threads)
+    # synchronised wall time, with event time of the same calls (no hold: the GPU waits for the host's launches,
+    # as the wall clock does): catches work the events did not see (streams the tails do not know, host threads)
     wall: list[float] = []
+    wall_events: list[float] = []
     for _ in range(3):
         prepare(k)
         flusher()
         sync()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
         t0 = time.perf_counter()
+        start.record()
         result = call(k % n_sets)
+        marks = tails() if tails is not None else []
+        end.record()
         sync()
         wall.append((time.perf_counter() - t0) * 1e3)
+        wall_events.append(max([start.elapsed_time(end)] + [start.elapsed_time(m) for m in marks]))
         keep(k, result)
         k += 1
     if on_last:
         on_last(result)
-    timing = Timing(samples_ms=samples, wall_ms=wall, clocks=clocks, unjoined_ms=unjoined)
+    timing = Timing(samples_ms=samples, wall_ms=wall, clocks=clocks, unjoined_ms=unjoined, wall_event_ms=wall_events)
     summary = summarize(samples)
     # launch-bound calls (short, or bimodal because the host enqueues slower than the GPU runs) get a graph time
     launch_bound = summary is not None and (summary.median < cfg.graph_below_ms or summary.iqr > 0.1 * summary.median)

@@ -44,6 +44,8 @@ class WorkloadResult(BaseModel):
     n_samples: int = 0
     samples_ms: list[float] = Field(default_factory=list)
     wall_ms: list[float] = Field(default_factory=list)
+    #: event time of the same wall-time calls, the stream not held (GPU)
+    wall_event_ms: list[float] = Field(default_factory=list)
     graph_ms: float | None = None
     timing_method: str | None = None
     clocks: list[dict[str, Any]] = Field(default_factory=list)

@@ -74,6 +74,7 @@ class Called:
 class Timed:
     samples_ms: list[float] = field(default_factory=list)
     wall_ms: list[float] = field(default_factory=list)
+    wall_event_ms: list[float] = field(default_factory=list)
     graph_ms: float | None = None
     graph_error: str | None = None
     clocks: list[dict] = field(default_factory=list)
@@ -196,8 +197,8 @@ class LocalSubject:
             t = time_cuda(timed_call, len(sets), self.ctx.flusher, cfg, graph=self.ctx.job.get("graph"))
         else:
             t = time_cpu(timed_call, len(sets), cfg)
-        return Timed(samples_ms=t.samples_ms, wall_ms=t.wall_ms, graph_ms=t.graph_ms, graph_error=t.graph_error,
-                     clocks=t.clocks, method=t.method)
+        return Timed(samples_ms=t.samples_ms, wall_ms=t.wall_ms, wall_event_ms=t.wall_event_ms, graph_ms=t.graph_ms,
+                     graph_error=t.graph_error, clocks=t.clocks, method=t.method)
 
     def close(self) -> None:
         pass
@@ -412,6 +413,7 @@ class RemoteSubject:
         graph_ms = reply.get("graph_ms")
         return Timed(samples_ms=[float(x) for x in reply["samples_ms"]],
                      wall_ms=[float(x) for x in reply.get("wall_ms") or []],
+                     wall_event_ms=[float(x) for x in reply.get("wall_event_ms") or []],
                      graph_ms=float(graph_ms) if isinstance(graph_ms, (int, float)) else None,
                      graph_error=str(reply.get("graph_error"))[:300] if reply.get("graph_error") else None,
                      clocks=[c for c in clocks if c],
@@ -449,6 +451,11 @@ def _timing_forgery(reply: dict[str, Any], sent: float, received: float) -> str 
     wall = reply.get("wall_ms") or []
     if not isinstance(wall, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in wall):
         return "malformed wall-time samples"
+    wall_events = reply.get("wall_event_ms") or []
+    if not isinstance(wall_events, list) or not all(isinstance(x, (int, float)) and x >= 0 for x in wall_events):
+        return "malformed event times of the wall-time calls"
+    if len(wall_events) > len(wall) or any(e > w * 1.02 + 0.05 for e, w in zip(wall_events, wall)):
+        return "an event interval longer than the synchronised wall time around it"
     begin, end = reply.get("t_begin"), reply.get("t_end")
     if not isinstance(begin, (int, float)) or not isinstance(end, (int, float)):
         return "no timestamps"
@@ -667,7 +674,8 @@ def _judge_workload(ctx: Context, subject, uuid: str) -> dict[str, Any]:
             if timed.failed:
                 result.update(timed.failed)
             else:
-                result.update(samples_ms=timed.samples_ms, wall_ms=timed.wall_ms, graph_ms=timed.graph_ms,
+                result.update(samples_ms=timed.samples_ms, wall_ms=timed.wall_ms, wall_event_ms=timed.wall_event_ms,
+                              graph_ms=timed.graph_ms,
                               graph_error=timed.graph_error, clocks=timed.clocks, timing_method=timed.method,
                               unjoined_ms=timed.unjoined_ms)
                 codes = list(timed.codes)

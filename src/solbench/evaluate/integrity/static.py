@@ -127,7 +127,14 @@ _RULE_LIST = [
     Rule(
         "stream_creation",
         WARN,
-        "Work on a side stream can escape events recorded on the default stream; the timing layer must sync all streams.",
+        "Work on a side stream can escape events recorded on the default stream; the harness tracks, fences and "
+        "times streams made through torch.cuda.Stream and ExternalStream.",
+    ),
+    Rule(
+        "untracked_stream",
+        REJECT,
+        "A stream made outside torch.cuda.Stream/ExternalStream is invisible to the harness: work on it can run "
+        "while the timed stream is held and escape every sample.",
     ),
     Rule(
         "file_io",
@@ -237,7 +244,12 @@ _add(
 _add(
     "stream_creation",
     "torch.cuda.Stream torch.cuda.stream torch.cuda.streams.Stream torch.cuda.ExternalStream torch.cuda.set_stream "
-    "torch.cuda.StreamContext torch.Stream cupy.cuda.Stream",
+    "torch.cuda.StreamContext",
+)
+_add(
+    "untracked_stream",
+    "torch.Stream torch._C.Stream torch._C._CudaStreamBase torch._utils._CudaStreamBase cupy.cuda.Stream "
+    "cupy.cuda.ExternalStream",
 )
 _add("harness_import", "solbench")
 _add(
@@ -823,7 +835,7 @@ class _PyScanner:
         if _PERSIST.search(ident):
             self.add("persisting_l2", node, f"persisting-L2 control {ident}")
         if _STREAM_NAME.search(ident):
-            self.add("stream_creation", node, f"creates a stream via {ident}")
+            self.add("untracked_stream", node, f"creates a stream the harness cannot track via {ident}")
 
     def v_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load):
@@ -1376,7 +1388,8 @@ _CPP_RULES: list[tuple[re.Pattern[str], str, str, frozenset[str], tuple[str, ...
      frozenset(), ("PyObject_SetAttr", "PyObject_DelAttr")),
     (_PERSIST, "persisting_l2", "persisting-L2 control", frozenset(), _PERSIST_WORDS),
     (re.compile(r"\b(?:cudaStreamCreate\w*|cuStreamCreate\w*|hipStreamCreate\w*|getStreamFromPool)\b"),
-     "stream_creation", "creates a stream", frozenset(), ("StreamCreate", "getStreamFromPool")),
+     "untracked_stream", "creates a stream the harness cannot track", frozenset(),
+     ("StreamCreate", "getStreamFromPool")),
     (re.compile(r"\bfopen\b|\b(?:std\s*::\s*)?[io]?fstream\b"), "file_io", "opens a file",
      frozenset({"fopen", "fstream", "ifstream", "ofstream"}), ()),
 ]

@@ -38,11 +38,18 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
+def _made_alike(a, b) -> bool:
+    keys = ("timing_hold", "torch", "triton", "cuda", "driver")
+    ea, eb = a.environment or {}, b.environment or {}
+    return all(ea.get(k) == eb.get(k) for k in keys)
+
+
 def analyse(store: Store) -> dict:
-    """Pair each (problem, solution)'s latest evaluation with the one before it. On a fresh machine the one
-    before is the `run` stage's, which pays for the first compiles and the baseline measurements; the latest is
-    the steady state whose cost the targets speak of. (A database carried from an older session holds older
-    evaluations too: they are neither costed nor compared, since the code that made them may have changed.)"""
+    """Pair each (problem, solution)'s latest evaluation with the latest one before it made the same way (the
+    same timing protocol and software versions). On a fresh machine that is the `run` stage's, which pays for
+    the first compiles and the baseline measurements; the latest is the steady state whose cost the targets
+    speak of. Evaluations made another way (older code in a carried database, the other timing protocol) are
+    neither costed nor compared."""
     by_key: dict[tuple[str, str], list] = {}
     for eid in store.evaluation_ids():
         ev, _ = store.evaluation(eid)
@@ -50,9 +57,11 @@ def analyse(store: Store) -> dict:
             by_key.setdefault((ev.problem, ev.solution), []).append(ev)
     first_points, steady_points, agreement, rows = [], [], [], []
     for (problem, solution), evs in sorted(by_key.items()):
-        first, last = (evs[-2], evs[-1]) if len(evs) > 1 else (evs[-1], evs[-1])
+        last = evs[-1]
+        same = [e for e in evs[:-1] if _made_alike(e, last)]
+        first = same[-1] if same else last
         first_points.append((len(first.workloads), first.elapsed_s))
-        if len(evs) > 1:
+        if same:
             steady_points.append((len(last.workloads), last.elapsed_s))
             before = {w.uuid: w.time_ms for w in first.workloads}
             for w in last.workloads:

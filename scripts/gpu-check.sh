@@ -59,17 +59,16 @@ for stage in "${stages[@]}"; do
 done
 echo
 echo "== solbench GPU check =="
-printf '%-10s %s\n' stage result
-for stage in "${stages[@]}"; do printf '%-10s %s\n' "$stage" "${status[$stage]:-skipped}"; done
+printf '%-14s %s\n' stage result
+for stage in "${stages[@]}"; do printf '%-14s %s\n' "$stage" "${status[$stage]:-skipped}"; done
 # pytest runs verbose, so a stage stopped by its time limit still shows which tests ran and how they ended
 for f in fast bundled; do
   [ -f "$OUT/$f.txt" ] || continue
-  echo "-- $f: $(grep -c ' PASSED' "$OUT/$f.txt") passed, $(grep -c ' FAILED' "$OUT/$f.txt") failed," \
-       "$(grep -c ' ERROR' "$OUT/$f.txt") errors, $(grep -c ' SKIPPED' "$OUT/$f.txt") skipped"
-  [ "$f" = fast ] && echo "   exploits $(grep -c 'test_exploit_is_caught.* PASSED' "$OUT/$f.txt") caught," \
-    "$(grep -c 'test_exploit_is_caught.* FAILED' "$OUT/$f.txt") missed; honest" \
-    "$(grep -c 'test_honest_solution_passes.* PASSED' "$OUT/$f.txt") passed," \
-    "$(grep -c 'test_honest_solution_passes.* FAILED' "$OUT/$f.txt") rejected"
+  n() { grep -cE "^tests/[^ ]*$1[^ ]* $2" "$OUT/$f.txt"; }  # verbose pytest: "tests/FILE::TEST OUTCOME [ n%]"
+  echo "-- $f: $(n '' PASSED) passed, $(n '' FAILED) failed, $(n '' ERROR) errors, $(n '' SKIPPED) skipped"
+  [ "$f" = fast ] && echo "   exploits $(n test_exploit_is_caught PASSED) caught," \
+    "$(n test_exploit_is_caught FAILED) missed; honest $(n test_honest_solution_passes PASSED) passed," \
+    "$(n test_honest_solution_passes FAILED) rejected"
   grep -E "^(FAILED|ERROR) |^=+ .*(passed|failed).* =+$|^(exploits caught|honest solutions passed):" "$OUT/$f.txt" \
     | tail -n 25
 done

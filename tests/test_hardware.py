@@ -328,3 +328,23 @@ def test_calibrate_cuda_quick():
     assert ceil.kind == "calibrated"
     if cal.dram_bytes_per_s > spec.dram_bandwidth_gbs.value * 1e9:
         assert cal.warnings
+
+
+def test_nvml_handle_follows_the_cuda_device_by_uuid(monkeypatch):
+    """CUDA's device 1 (after CUDA_VISIBLE_DEVICES or its own ordering) is found in NVML by its UUID, not by
+    NVML's index 1; without a UUID the index is used."""
+    import sys
+    from types import SimpleNamespace
+
+    asked = []
+    nv = SimpleNamespace(nvmlDeviceGetHandleByUUID=lambda u: asked.append(("uuid", u)) or "by-uuid",
+                         nvmlDeviceGetHandleByIndex=lambda i: asked.append(("index", i)) or "by-index")
+    monkeypatch.setattr(telemetry, "_nvml", lambda: nv)
+    uuids = {1: "58d1b5c1-aaaa-bbbb-cccc-0123456789ab"}
+    fake = SimpleNamespace(cuda=SimpleNamespace(
+        is_initialized=lambda: True,
+        get_device_properties=lambda i: SimpleNamespace(uuid=uuids.get(i))))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert telemetry._handle(1) == (nv, "by-uuid")
+    assert asked[-1] == ("uuid", "GPU-58d1b5c1-aaaa-bbbb-cccc-0123456789ab")
+    assert telemetry._handle(0) == (nv, "by-index") and asked[-1] == ("index", 0)

@@ -194,7 +194,8 @@ class LocalSubject:
             return f(*sets[i])
 
         if self.ctx.dev.type == "cuda":
-            t = time_cuda(timed_call, len(sets), self.ctx.flusher, cfg, graph=self.ctx.job.get("graph"))
+            t = time_cuda(timed_call, len(sets), self.ctx.flusher, cfg, graph=self.ctx.job.get("graph"),
+                          device_index=self.ctx.dev.index or 0)
         else:
             t = time_cpu(timed_call, len(sets), cfg)
         return Timed(samples_ms=t.samples_ms, wall_ms=t.wall_ms, wall_event_ms=t.wall_event_ms, graph_ms=t.graph_ms,
@@ -383,14 +384,15 @@ class RemoteSubject:
                        "outputs": [arena.reserve(s, d) for s, d in shapes]} for _ in range(n_keep)]
         self._settle()
         llc = int(self.ctx.job.get("llc_bytes", 64 << 20))
-        clocks = [_clock_snapshot()] if self.ctx.dev.type == "cuda" else []
+        index = self.ctx.dev.index or 0
+        clocks = [_clock_snapshot(index)] if self.ctx.dev.type == "cuda" else []
         sent = time.monotonic()
         reply, gone = self._request({"op": "time", "sets": set_slots, "outputs": kept_slots[0]["outputs"],
                                      "kept": kept_slots, "timing": cfg.__dict__, "llc_bytes": llc,
                                      "graph": self.ctx.job.get("graph")})
         received = time.monotonic()
         if self.ctx.dev.type == "cuda":
-            clocks.append(_clock_snapshot())  # read here: what the candidate reports about itself is not used
+            clocks.append(_clock_snapshot(index))  # read here: what the candidate reports about itself is not used
         if gone:
             return Timed(failed=gone, lost=True)
         if reply.get("failed"):
@@ -423,11 +425,11 @@ class RemoteSubject:
                      codes=codes)
 
 
-def _clock_snapshot() -> dict | None:
+def _clock_snapshot(index: int) -> dict | None:
     try:
         from solbench.hardware.telemetry import gpu_clock_snapshot
 
-        return gpu_clock_snapshot(0)
+        return gpu_clock_snapshot(index)
     except Exception:
         return None
 

@@ -46,10 +46,35 @@ def _nvml():
         return _state["nvml"]
 
 
+def _cuda_uuid(index: int) -> str | None:
+    """The NVML name (``GPU-<uuid>``) of CUDA device ``index`` as this process numbers it, when torch has
+    initialised CUDA: CUDA_VISIBLE_DEVICES and CUDA's device order can differ from NVML's numbering."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    try:
+        if torch is None or not torch.cuda.is_initialized():
+            return None
+        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    except Exception:
+        return None
+    if uuid is None:
+        return None
+    text = str(uuid)
+    return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
+
+
 def _handle(index: int):
+    """NVML's handle for CUDA device ``index``: found by UUID where torch knows it, else by NVML's own index."""
     nv = _nvml()
     if nv is None:
         return None, None
+    uuid = _cuda_uuid(index)
+    if uuid is not None:
+        try:
+            return nv, nv.nvmlDeviceGetHandleByUUID(uuid)
+        except Exception:
+            pass
     try:
         return nv, nv.nvmlDeviceGetHandleByIndex(index)
     except Exception:
@@ -75,7 +100,7 @@ def reason_names(mask: int) -> list[str]:
 
 
 def gpu_clock_snapshot(index: int = 0) -> dict | None:
-    """One reading of GPU ``index``'s clocks, throttle reasons, temperature and power.
+    """One reading of CUDA device ``index``'s clocks, throttle reasons, temperature and power.
 
     Keys: ``sm_clock_mhz``, ``mem_clock_mhz``, ``max_sm_clock_mhz``,
     ``max_mem_clock_mhz``, ``throttle_reasons`` (list of names; empty when the GPU

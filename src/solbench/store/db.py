@@ -113,16 +113,25 @@ def _now() -> str:
 def _add_missing_columns(conn: sqlite3.Connection) -> None:
     """Bring a database written by an older solbench up to SCHEMA: add the columns it lacks.
 
-    Columns are only ever added (with NULL in old rows), never dropped or retyped, so stored rows survive.
+    Columns are only ever added (with NULL in old rows), never dropped or retyped, so stored rows survive. A
+    column that cannot be added that way (part of a key, or NOT NULL without a default) is a UserError.
     """
     model = sqlite3.connect(":memory:")
     model.executescript(SCHEMA)
     tables = [r[0] for r in model.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     for table in tables:
-        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-        for _, name, kind, *_ in model.execute(f"PRAGMA table_info({table})"):
-            if name not in have:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        have = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+        for _, name, kind, notnull, default, key in model.execute(f'PRAGMA table_info("{table}")'):
+            if name in have:
+                continue
+            if key or (notnull and default is None):
+                raise UserError(f"the database was written by an older solbench and its table {table} lacks the "
+                                f"key or required column {name}: use a new --db")
+            try:
+                conn.execute(f'ALTER TABLE "{table}" ADD COLUMN "{name}" {kind}')
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):  # another process added it first
+                    raise
     model.close()
 
 

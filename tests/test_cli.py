@@ -23,6 +23,8 @@ def solbench(*args, cwd=None):
      "spec"),
     (["show", str(AXPY), "--hardware", "no-such-chip"], "no-such-chip"),
     (["list", "--suite", "nonsense"], "unknown suite"),
+    (["eval", "--problem", str(AXPY), "--solution", str(AXPY / "solutions" / "torch_ok.py"), "--device", "cpu",
+      "--profile-dsl", "sometimes"], "--profile-dsl"),
 ])
 def test_user_errors_are_one_line_exit_2(tmp_path, args, needle):
     r = solbench(*args, "--db", str(tmp_path / "x.db")) if args[0] == "eval" else solbench(*args)

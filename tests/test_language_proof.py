@@ -44,3 +44,12 @@ def test_share_of_device_time():
     assert dsl_share(kernels, {"_rmsnorm_fwd"}) == 50.0 / 60.0
     assert dsl_share(kernels, {"_other"}) == 0.0
     assert dsl_share([], {"_rmsnorm_fwd"}) is None
+
+
+def test_profiler_runs_on_the_first_workload_by_default():
+    from solbench.evaluate.worker import _profiled
+
+    job = {"pairs": [[0, "small"], [0, "large"]]}
+    assert _profiled(job, "small") and not _profiled(job, "large")  # default "one": start-up paid once
+    assert _profiled(dict(job, profile_dsl="all"), "large") and _profiled(dict(job, profile_dsl=True), "large")
+    assert not _profiled(dict(job, profile_dsl="off"), "small")

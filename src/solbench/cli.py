@@ -20,6 +20,12 @@ err = Console(stderr=True)
 DbOption = typer.Option("solbench.db", "--db", help="results database (SQLite)")
 
 
+def _profile_mode(mode: str) -> str:
+    if mode not in ("one", "all", "off"):
+        raise UserError(f"--profile-dsl must be one, all or off, not {mode!r}")
+    return mode
+
+
 def _device(device: str) -> str:
     if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
         raise UserError(f"unknown device {device!r}; use auto, cpu or cuda")
@@ -190,8 +196,8 @@ def eval_cmd(
     replay: Optional[int] = typer.Option(None, help="re-run a stored evaluation's first failure with its seed"),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
     heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes from the axis ranges"),
-    profile_dsl: bool = typer.Option(False, "--profile-dsl",
-                                     help="GPU: profile a DSL solution's kernels' share of device time"),
+    profile_dsl: str = typer.Option("one", "--profile-dsl", help="GPU language proof: profile a DSL solution's "
+                                    "call for its own kernels' share on its first workload (one), all, or off"),
     hold: bool = typer.Option(True, "--hold/--no-hold",
                               help="GPU: hold the stream with a spin kernel so samples time the device, not the "
                                    "host's launches (--no-hold counts host-bound launch latency)"),
@@ -225,7 +231,7 @@ def eval_cmd(
         prob = load_problem(problem)
         sol = load_solution(solution, prob.name)
         opts = EvalOptions(device=_device(device), draws=draws, workloads=list(workload) if workload else None,
-                           use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_dsl,
+                           use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=_profile_mode(profile_dsl),
                            timing=TimingConfig(hold=hold), progress=_progress_printer(not quiet and not as_json))
     if hardware:
         opts.hardware = get_hardware(hardware)
@@ -263,8 +269,8 @@ def run(
     draws: int = typer.Option(5, min=1),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
     heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes per problem"),
-    profile_dsl: bool = typer.Option(False, "--profile-dsl",
-                                     help="GPU: profile each DSL solution's kernels' share of device time"),
+    profile_dsl: str = typer.Option("one", "--profile-dsl", help="GPU language proof: profile each DSL solution's "
+                                    "call for its own kernels' share on its first workload (one), all, or off"),
     hold: bool = typer.Option(True, "--hold/--no-hold",
                               help="GPU: hold the stream with a spin kernel so samples time the device, not the "
                                    "host's launches (--no-hold counts host-bound launch latency)"),
@@ -298,7 +304,7 @@ def run(
             progress.update(task, description=f"{prob.name} / {path.name}")
             sol = load_solution(path, prob.name)
             opts = EvalOptions(device=dev, draws=draws, hardware=hw, calibrated=calibrated,
-                               use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_dsl,
+                               use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=_profile_mode(profile_dsl),
                                timing=TimingConfig(hold=hold))
             evaluations.append(evaluate(prob, sol, opts, store=store, run_id=run_id))
             progress.advance(task)

@@ -70,7 +70,9 @@ class EvalOptions:
     max_address_space_bytes: int = 64 << 30  # RLIMIT_AS for CPU candidates (CUDA reserves more: not set there)
     static_checks: bool = True  # scan the sources before running anything (off only to test the dynamic layer)
     heldout: int = 0  # extra workloads per problem drawn from the axis ranges with the run's secret seed
-    profile_dsl: bool = False  # GPU: profile one call of a DSL solution for its kernels' share (integrity/language.py)
+    #: GPU language proof (integrity/language.py): profile one call of a DSL solution for its own kernels' share of
+    #: the device time, on its first workload ("one"), on every workload ("all", or True) or never ("off", False)
+    profile_dsl: str | bool = "one"
 
 
 @dataclass
@@ -344,6 +346,8 @@ def default_baselines(problem: Problem, device: str) -> tuple[str, ...]:
     return tuple(kinds)
 
 
+PROFILE_MODES = {True: "all", False: "off"}  # the older boolean form of EvalOptions.profile_dsl
+
 BASELINE_LABEL = {"eager": "eager", "compile": "compile", "baseline_file": "baseline.py"}
 
 
@@ -411,7 +415,7 @@ def _job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int
         "time": opts.time_candidate,
         "llc_bytes": llc,
         "input_sets": opts.input_sets,
-        "profile_dsl": opts.profile_dsl,
+        "profile_dsl": PROFILE_MODES.get(opts.profile_dsl, opts.profile_dsl),
         "startup_timeout_s": opts.startup_timeout_s,
         "workload_timeout_s": opts.workload_timeout_s,
         # held-out workloads exist only for this run: the worker learns them from the job, not from disk

@@ -570,6 +570,15 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
     return 0
 
 
+def _profiled(job: dict[str, Any], uuid: str) -> bool:
+    """Whether the language proof profiles a call on this workload: on every workload (``all``), on the job's
+    first (``one``, the default: the profiler's start-up is paid once per solution), or never (``off``)."""
+    mode = job.get("profile_dsl", "one")
+    if mode is True or mode == "all":
+        return True
+    return mode == "one" and bool(job.get("pairs")) and job["pairs"][0][1] == uuid
+
+
 def _judge_workload(ctx: Context, subject, uuid: str) -> dict[str, Any]:
     """Check and time one subject on one workload; the result message's fields (``lost``: this process's CUDA
     context is gone)."""
@@ -622,7 +631,7 @@ def _judge_workload(ctx: Context, subject, uuid: str) -> dict[str, Any]:
         for d in range(int(job.get("draws", 5))):
             seed = draw_seed(job["seed"], uuid, d)
             base = inputs(seed)
-            profiled = d == 0 and subject.is_dsl and untrusted and bool(job.get("profile_dsl"))
+            profiled = d == 0 and subject.is_dsl and untrusted and _profiled(job, uuid)
             first = subject.call(base, axes, profile=profiled)
             got = judged(base, first, f"draw {d}")
             if got is None:

@@ -116,3 +116,49 @@ def test_compare_mode_indices_of_accepts_ties_and_rejects_wrong_picks():
     anchors = [vals.double(), idx]
     assert compare([vals, tie], [vals, idx], anchors, ["values", "indices"], dts, tols, modes, {"x": x}).ok
     assert not compare([vals, wrong], [vals, idx], anchors, ["values", "indices"], dts, tols, modes, {"x": x}).ok
+
+
+def test_compare_mode_indices_of_rejects_a_repeated_index():
+    """Two equal values: picking the same one twice would match the values, but top-k picks each place once."""
+    from solbench.evaluate.correctness import compare
+
+    x = torch.tensor([[0.5, 3.0, 3.0, 1.0]])
+    vals, idx = torch.topk(x, 2)
+    twice = torch.tensor([[1, 1]])
+    modes = [None, {"mode": "indices_of", "values": "values", "input": "x", "dim": -1}]
+    dts = [torch.float32, torch.int64]
+    tols = [_tol(torch.float32), _tol(torch.int64)]
+    c = compare([vals, twice], [vals, idx], [vals.double(), idx], ["values", "indices"], dts, tols, modes, {"x": x})
+    assert not c.ok and "twice" in c.reason
+
+
+def test_compare_mode_indices_of_an_input_accepts_near_ties_within_its_tolerance():
+    """moe_topk_softmax's ids: judged by the gating logits they pick. A router that ranks rounded probabilities
+    may take the other of two logits 1e-8 apart; an expert a real margin away fails."""
+    from solbench.evaluate.correctness import compare
+
+    g = torch.tensor([[0.1, 2.0, 2.0 + 1e-7, -1.0, 1.5]], dtype=torch.float32)
+    ref = torch.tensor([[2, 1]], dtype=torch.int32)  # the reference: by descending logit
+    mode = [{"mode": "indices_of", "input": "gating", "dim": -1, "atol": 1e-6, "rtol": 1e-6}]
+    tol = [_tol(torch.int32)]
+    ok = compare([torch.tensor([[1, 2]], dtype=torch.int32)], [ref], [ref], ["ids"], [torch.int32], tol, mode,
+                 {"gating": g})
+    assert ok.ok
+    far = compare([torch.tensor([[2, 4]], dtype=torch.int32)], [ref], [ref], ["ids"], [torch.int32], tol, mode,
+                  {"gating": g})
+    assert not far.ok
+    # without the mode the near-tie swap is an integer mismatch
+    assert not compare([torch.tensor([[1, 2]], dtype=torch.int32)], [ref], [ref], ["ids"], [torch.int32], tol,
+                       None, {"gating": g}).ok
+
+
+def test_moe_router_selecting_on_probabilities_passes(tmp_path):
+    """The Hugging Face formulation (softmax, then torch.topk on the probabilities) is a correct router."""
+    from solbench.evaluate.runner import EvalOptions, evaluate
+    from solbench.problems.problem import load_problem
+    from solbench.problems.solution import load_solution
+
+    problem = load_problem("moe_topk_softmax")
+    ev = evaluate(problem, load_solution(problem.directory / "baseline.py", problem.name),
+                  EvalOptions(device="cpu", baselines=()))
+    assert ev.verdict == "passed", [(w.uuid, w.verdict, w.message) for w in ev.workloads]

@@ -178,13 +178,30 @@ def compare(outputs: list[Any], refs: list[Any], anchors: list[Any], names: list
                 continue
             elif kind == "indices_of" and inputs is not None:
                 src = inputs[mode["input"]]
-                v_got, v_ref, v_anchor, v_dt, v_tol = by_name[mode["values"]]
                 n = src.shape[dim]
                 if bool(((got < 0) | (got >= n)).any()):
                     return _fail("incorrect_numerical", f"{name}: indices outside [0, {n})")
+                if got.shape[dim] > 1:
+                    ordered = torch.sort(got, dim=dim).values
+                    if bool((ordered.narrow(dim, 1, got.shape[dim] - 1)
+                             == ordered.narrow(dim, 0, got.shape[dim] - 1)).any()):
+                        # top-k and sort pick each position once: a repeated index would let one tied value
+                        # stand in for another
+                        return _fail("incorrect_numerical", f"{name}: the same index picked twice along dim {dim}")
                 picked = torch.gather(src.to(torch.float64), dim, got.to(torch.int64))
-                # the values at the candidate's indices must be the right values (ties between equal values pass)
-                c = compare_output(f"{name} (values at these indices)", picked.to(v_dt), v_ref, v_anchor, v_dt, v_tol)
+                if mode.get("values"):
+                    # the values at the candidate's indices must be the right values (ties between equal values
+                    # pass)
+                    v_got, v_ref, v_anchor, v_dt, v_tol = by_name[mode["values"]]
+                    c = compare_output(f"{name} (values at these indices)", picked.to(v_dt), v_ref, v_anchor, v_dt,
+                                       v_tol)
+                else:
+                    # no values output: the input at the candidate's indices must match the input at the
+                    # reference's, within the mode's own tolerance (near-ties a rounding step apart pass)
+                    expected = torch.gather(src.to(torch.float64), dim, ref.to(torch.int64))
+                    c = compare_output(f"{name} (inputs at these indices)", picked, expected, expected,
+                                       torch.float64, Tolerance(atol=float(mode.get("atol", 0.0)),
+                                                                rtol=float(mode.get("rtol", 0.0))))
                 if not c.ok:
                     return c
                 continue

@@ -90,8 +90,9 @@ class TensorSpec(BaseModel):
     #: solbench: the axis that is the fan-in of a ``weight`` (default: the last one).
     fan_in: str | None = None
     #: solbench, outputs only: how to compare where elementwise closeness is the wrong test:
-    #: {"mode": "indices_of", "values": OUTPUT, "input": INPUT, "dim": -1} (top-k/sort indices: any indices that
-    #: pick the right values pass, so ties are fine); {"mode": "set", "dim": -1} (order along dim does not
+    #: {"mode": "indices_of", "values": OUTPUT, "input": INPUT, "dim": -1} (top-k/sort indices: any distinct
+    #: indices that pick the right values pass, so ties are fine; without "values", the input at the indices must
+    #: match the input at the reference's indices within the mode's "atol"/"rtol"); {"mode": "set", "dim": -1} (order along dim does not
     #: matter); {"mode": "fp8_ulp", "ulps": 1} (fp8 outputs within N steps of the reference's value)
     compare: dict[str, Any] | None = None
 
@@ -172,9 +173,10 @@ class Definition(BaseModel):
             mode = (spec.compare or {}).get("mode")
             if spec.compare is not None and mode not in ("indices_of", "set", "fp8_ulp"):
                 raise ValueError(f"output {oname!r}: unknown compare mode {mode!r}")
-            if mode == "indices_of" and (spec.compare.get("values") not in self.outputs
-                                         or spec.compare.get("input") not in self.inputs):
-                raise ValueError(f"output {oname!r}: indices_of needs 'values' (an output) and 'input' (an input)")
+            if mode == "indices_of" and (spec.compare.get("input") not in self.inputs
+                                         or spec.compare.get("values", oname) not in self.outputs):
+                raise ValueError(f"output {oname!r}: indices_of needs 'input' (an input) and, if it names "
+                                 "'values', an output")
         for kind, specs in (("input", self.inputs), ("output", self.outputs)):
             for tname, spec in specs.items():
                 for ax in spec.shape or []:

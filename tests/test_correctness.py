@@ -162,3 +162,59 @@ def test_moe_router_selecting_on_probabilities_passes(tmp_path):
     ev = evaluate(problem, load_solution(problem.directory / "baseline.py", problem.name),
                   EvalOptions(device="cpu", baselines=()))
     assert ev.verdict == "passed", [(w.uuid, w.verdict, w.message) for w in ev.workloads]
+
+
+def _deepseek():
+    from solbench.problems.modules import module_from_source
+    from solbench.problems.problem import load_problem
+
+    problem = load_problem("deepseek_v3_grouped_topk_srv2")
+    module = module_from_source(problem.reference_source, "ds_ref_test", problem.directory / "reference.py")
+    return problem, module
+
+
+def test_grouped_router_accepts_a_tie_broken_the_other_way_and_nothing_else():
+    """DeepSeek-V3 routing: two experts with the same score; the reference keeps one, a kernel may keep the
+    other. The problem's acceptor takes that, and rejects a lower-scoring expert or weights that do not follow."""
+    from solbench.evaluate.correctness import Check, accept_alternative
+
+    problem, ref_module = _deepseek()
+    assert problem.definition.custom_check_entrypoint == "accept"
+    torch.manual_seed(0)
+    T, E = 4, 256
+    logits = torch.randn(T, E)
+    bias = torch.zeros(E)
+    ids, w = ref_module.run(logits, bias)
+    # give token 0's weakest chosen expert a twin with the same logit in its group, so one of the two is chosen
+    chosen = ids[0].tolist()
+    last = min(chosen, key=lambda e: float(logits[0, e]))
+    group = last // 32
+    twin = next(e for e in range(group * 32, group * 32 + 32) if e not in chosen)
+    logits[0, twin] = logits[0, last]
+    ids, w = ref_module.run(logits, bias)
+    chosen = ids[0].tolist()
+    assert (last in chosen) != (twin in chosen)  # exactly one of the tied pair made it
+    other = twin if last in chosen else last
+    swapped = sorted([e for e in chosen if e not in (twin, last)] + [other])
+    alt_ids = ids.clone()
+    alt_ids[0] = torch.tensor(swapped, dtype=torch.int32)
+    s = torch.sigmoid(logits.double())
+    alt_w = w.clone()
+    alt_w[0] = (s[0, alt_ids[0].long()] / s[0, alt_ids[0].long()].sum() * 2.5).float()
+    inputs = {"logits": logits, "e_score_correction_bias": bias}
+    assert ref_module.accept(inputs, [alt_ids, alt_w], [ids, w]) is None
+    failed = Check(verdict="incorrect_numerical", reason="topk_ids: 1 of 32 values differ")
+    assert accept_alternative(failed, ref_module.accept, inputs, [alt_ids, alt_w], [ids, w]).ok
+    # an expert that scores lower is not a tie
+    low = ids.clone()
+    lowest = int(torch.argmin(logits[0, group * 32: group * 32 + 32])) + group * 32
+    low[0] = torch.tensor(sorted([e for e in chosen if e not in (twin, last)] + [lowest]), dtype=torch.int32)
+    assert "not a tie" in ref_module.accept(inputs, [low, alt_w], [ids, w])
+    # weights that do not follow the chosen experts' scores do not pass (here on a token routed like the
+    # reference)
+    off = alt_w.clone()
+    off[1] = off[1].flip(0)
+    assert "weights" in ref_module.accept(inputs, [alt_ids, off], [ids, w])
+    # a shape or dtype failure is never reconsidered
+    wrong_dtype = Check(verdict="incorrect_dtype", reason="dtype")
+    assert not accept_alternative(wrong_dtype, ref_module.accept, inputs, [alt_ids, alt_w], [ids, w]).ok

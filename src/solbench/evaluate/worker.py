@@ -108,6 +108,7 @@ class Context:
         self.reference = entry(module, "run")
         d = self.definition
         self.custom = getattr(module, d.custom_inputs_entrypoint) if d.custom_inputs_entrypoint else None
+        self.accept = getattr(module, d.custom_check_entrypoint) if d.custom_check_entrypoint else None
         self.timing = TimingConfig(**job.get("timing", {}))
         self._flusher = None
 
@@ -582,7 +583,7 @@ def _profiled(job: dict[str, Any], uuid: str) -> bool:
 def _judge_workload(ctx: Context, subject, uuid: str) -> dict[str, Any]:
     """Check and time one subject on one workload; the result message's fields (``lost``: this process's CUDA
     context is gone)."""
-    from solbench.evaluate.correctness import compare, tolerance_for
+    from solbench.evaluate.correctness import accept_alternative, compare, tolerance_for
     from solbench.evaluate.integrity import dynamic
     from solbench.problems.inputs import make_inputs, torch_dtype
 
@@ -623,7 +624,9 @@ def _judge_workload(ctx: Context, subject, uuid: str) -> dict[str, Any]:
         return dynamic.mutated_inputs(pristine, after, input_names, set(inplace))
 
     def check(got: list[Any], given: list[Any], ref: list[Any], anchor: list[Any]):
-        return compare(got, ref, anchor, names, dtypes, tols, modes, dict(zip(input_names, given)))
+        named = dict(zip(input_names, given))
+        return accept_alternative(compare(got, ref, anchor, names, dtypes, tols, modes, named), ctx.accept, named,
+                                  got, ref)
 
     try:
         subject.begin(uuid, ctx.reference)

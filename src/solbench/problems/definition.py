@@ -162,6 +162,10 @@ class Definition(BaseModel):
     # solbench extensions
     inplace_inputs: list[str] = Field(default_factory=list)
     tolerance: Tolerance | None = None
+    #: a function in reference.py, ``accept(inputs, outputs, expected) -> None | str``, consulted only when the
+    #: elementwise comparison finds wrong values: None accepts the outputs as another valid answer (a routing tie
+    #: broken the other way), a string says why not. It must check every output itself.
+    custom_check_entrypoint: str | None = None
     allow_tf32: bool = False
     sol: SolOverride | None = None
     policy: IntegrityPolicy | None = None

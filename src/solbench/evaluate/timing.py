@@ -128,8 +128,13 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
         call(i % n_sets)
         host_s = time.perf_counter() - t0
         sync()
-    # counted at the maximum SM clock, the cycles last at least as long as the seconds they stand for
-    hold_cycles = int(min(1.5 * host_s + 50e-6, cfg.max_hold_s) * _max_sm_clock_hz(device_index)) if cfg.hold else 0
+    clock_hz = _max_sm_clock_hz(device_index) if cfg.hold else 0.0
+
+    def hold_for(host: float) -> int:
+        # counted at the maximum SM clock, the cycles last at least as long as the seconds they stand for
+        return int(min(1.5 * host + 50e-6, cfg.max_hold_s) * clock_hz)
+
+    hold_cycles = hold_for(host_s)
     clocks = [c for c in [_clock_snapshot(device_index)] if c]
     samples: list[float] = []
     unjoined: list[float] = []
@@ -137,6 +142,7 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
     k = 0
     while True:
         events = []
+        hosts = []
         for _ in range(cfg.batch):
             prepare(k)
             if hold_cycles:
@@ -145,13 +151,18 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
+            t0 = time.perf_counter()
             result = call(k % n_sets)
+            hosts.append(time.perf_counter() - t0)
             marks = tails() if tails is not None else []
             end.record()
             keep(k, result)
             events.append((start, end, marks))
             k += 1
         sync()
+        # the next batch's hold follows this one's enqueue times (a warm-up call that still compiled, or a host
+        # that sped up, would otherwise fix it for good)
+        hold_cycles = hold_for(sorted(hosts)[len(hosts) // 2])
         for s, e, marks in events:
             t_end = s.elapsed_time(e)
             # an idle stream's mark completes before the end event, a busy one's after it: the call's time runs

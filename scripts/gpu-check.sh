@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU check in one call: the main job on the starter suite, the GPU test set, benchmarks.
 # Usage: scripts/gpu-check.sh [stage ...]
-#   stages: tests (= fast bundled), fast (the GPU test set but the bundled examples), bundled (every starter
+#   stages: tests (= fast bundled), quick (the integrity corpus and the timing tests alone, about a minute),
+#           fast (the GPU test set but the bundled examples), bundled (every starter
 #           example on the GPU, baselines included), run (the main job), bench, ncu, calibrate, floor, start, probe,
 #           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
@@ -39,6 +40,9 @@ for stage in "${stages[@]}"; do
              2>&1 | tee "$OUT/run.txt" ;;
     fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "not test_bundled_examples" tests \
              </dev/null 2>&1 | tee "$OUT/fast.txt" ;;
+    quick) timeout ${QUICK_LIMIT:-150} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest or \
+             held_stream or side_stream or persisting or set_aside or profiler or repeats or fault" tests \
+             </dev/null 2>&1 | tee "$OUT/quick.txt" ;;
     bundled) timeout ${BUNDLED_LIMIT:-400} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k test_bundled_examples tests \
              </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
     probe) timeout 90 python3 benchmarks/probe_transport.py </dev/null 2>&1 | tee "$OUT/probe.txt" ;;
@@ -62,11 +66,11 @@ echo "== solbench GPU check =="
 printf '%-14s %s\n' stage result
 for stage in "${stages[@]}"; do printf '%-14s %s\n' "$stage" "${status[$stage]:-skipped}"; done
 # pytest runs verbose, so a stage stopped by its time limit still shows which tests ran and how they ended
-for f in fast bundled; do
+for f in quick fast bundled; do
   [ -f "$OUT/$f.txt" ] || continue
   n() { grep -cE "^tests/[^ ]*$1[^ ]* $2" "$OUT/$f.txt"; }  # verbose pytest: "tests/FILE::TEST OUTCOME [ n%]"
   echo "-- $f: $(n '' PASSED) passed, $(n '' FAILED) failed, $(n '' ERROR) errors, $(n '' SKIPPED) skipped"
-  [ "$f" = fast ] && echo "   exploits $(n test_exploit_is_caught PASSED) caught," \
+  [ "$f" != bundled ] && echo "   exploits $(n test_exploit_is_caught PASSED) caught," \
     "$(n test_exploit_is_caught FAILED) missed; honest $(n test_honest_solution_passes PASSED) passed," \
     "$(n test_honest_solution_passes FAILED) rejected"
   grep -E "^(FAILED|ERROR) |^=+ .*(passed|failed).* =+$|^(exploits caught|honest solutions passed):" "$OUT/$f.txt" \

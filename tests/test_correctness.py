@@ -174,47 +174,114 @@ def _deepseek():
 
 
 def test_grouped_router_accepts_a_tie_broken_the_other_way_and_nothing_else():
-    """DeepSeek-V3 routing: two experts with the same score; the reference keeps one, a kernel may keep the
-    other. The problem's acceptor takes that, and rejects a lower-scoring expert or weights that do not follow."""
+    """DeepSeek-V3 routing. Where two experts, or two groups, tie, a kernel may route the other way: the
+    candidate's answer is the reference's own on inputs nudged by 1e-7 to break the tie the other way. The same
+    move across a real gap (a nudge of 1e-2) is not a tie and fails, and so do weights that do not follow."""
     from solbench.evaluate.correctness import Check, accept_alternative
 
     problem, ref_module = _deepseek()
     assert problem.definition.custom_check_entrypoint == "accept"
     torch.manual_seed(0)
     T, E = 4, 256
-    logits = torch.randn(T, E)
     bias = torch.zeros(E)
-    ids, w = ref_module.run(logits, bias)
-    # give token 0's weakest chosen expert a twin with the same logit in its group, so one of the two is chosen
+    failed = Check(verdict="incorrect_numerical", reason="topk_ids differ")
+
+    def judge(logits, candidate_logits):
+        inputs = {"logits": logits, "e_score_correction_bias": bias}
+        return ref_module.accept(inputs, list(ref_module.run(candidate_logits, bias)), list(ref_module.run(logits, bias)))
+
+    # an expert tie: token 0's weakest chosen expert gets a twin in its group
+    logits = torch.randn(T, E)
+    ids, _ = ref_module.run(logits, bias)
     chosen = ids[0].tolist()
     last = min(chosen, key=lambda e: float(logits[0, e]))
-    group = last // 32
-    twin = next(e for e in range(group * 32, group * 32 + 32) if e not in chosen)
+    twin = next(e for e in range(last // 32 * 32, last // 32 * 32 + 32) if e not in chosen)
     logits[0, twin] = logits[0, last]
-    ids, w = ref_module.run(logits, bias)
-    chosen = ids[0].tolist()
-    assert (last in chosen) != (twin in chosen)  # exactly one of the tied pair made it
-    other = twin if last in chosen else last
-    swapped = sorted([e for e in chosen if e not in (twin, last)] + [other])
-    alt_ids = ids.clone()
-    alt_ids[0] = torch.tensor(swapped, dtype=torch.int32)
-    s = torch.sigmoid(logits.double())
-    alt_w = w.clone()
-    alt_w[0] = (s[0, alt_ids[0].long()] / s[0, alt_ids[0].long()].sum() * 2.5).float()
+    ref_ids, _ = ref_module.run(logits, bias)
+    out = last if last in ref_ids[0].tolist() else twin
+    nudged = logits.clone()
+    nudged[0, out] -= 1e-6  # the other of the pair wins
+    assert not torch.equal(ref_module.run(nudged, bias)[0], ref_ids)
+    assert judge(logits, nudged) is None
     inputs = {"logits": logits, "e_score_correction_bias": bias}
-    assert ref_module.accept(inputs, [alt_ids, alt_w], [ids, w]) is None
-    failed = Check(verdict="incorrect_numerical", reason="topk_ids: 1 of 32 values differ")
-    assert accept_alternative(failed, ref_module.accept, inputs, [alt_ids, alt_w], [ids, w]).ok
-    # an expert that scores lower is not a tie
-    low = ids.clone()
-    lowest = int(torch.argmin(logits[0, group * 32: group * 32 + 32])) + group * 32
-    low[0] = torch.tensor(sorted([e for e in chosen if e not in (twin, last)] + [lowest]), dtype=torch.int32)
-    assert "not a tie" in ref_module.accept(inputs, [low, alt_w], [ids, w])
-    # weights that do not follow the chosen experts' scores do not pass (here on a token routed like the
-    # reference)
-    off = alt_w.clone()
-    off[1] = off[1].flip(0)
-    assert "weights" in ref_module.accept(inputs, [alt_ids, off], [ids, w])
+    assert accept_alternative(failed, ref_module.accept, inputs, list(ref_module.run(nudged, bias)),
+                              list(ref_module.run(logits, bias))).ok
+    # across a real gap it is no tie: both of the pair pushed down, so a clearly weaker expert comes in
+    far = logits.clone()
+    far[0, [last, twin]] -= 1.0
+    assert "beyond a tie" in judge(logits, far)
+
+    # a group tie, built by hand in token 1: groups 0-2 clearly kept, groups 3 and 4 tie exactly for the last
+    # place, group 5 is a real step below, the rest far below
+    logits[1] = -4.0
+    for g, top in ((0, 4.0), (1, 4.0), (2, 4.0), (3, 2.0), (4, 2.0), (5, 1.0)):
+        logits[1, g * 32: g * 32 + 2] = top
+    ref_ids, _ = ref_module.run(logits, bias)
+    kept = {e // 32 for e in ref_ids[1].tolist()}
+    assert {0, 1, 2} <= kept and len(kept & {3, 4}) == 1
+    won = 3 if 3 in kept else 4
+    nudged = logits.clone()
+    nudged[1, won * 32: won * 32 + 2] -= 1e-6  # the other group wins
+    assert {e // 32 for e in ref_module.run(nudged, bias)[0][1].tolist()} == {0, 1, 2, 7 - won}
+    assert judge(logits, nudged) is None
+    far = logits.clone()
+    far[1, 3 * 32: 3 * 32 + 2] -= 5.0
+    far[1, 4 * 32: 4 * 32 + 2] -= 5.0  # now group 5 wins the last place
+    assert {e // 32 for e in ref_module.run(far, bias)[0][1].tolist()} == {0, 1, 2, 5}
+    assert "group" in judge(logits, far)
+
+    # inside one kept group, an expert a real step below one left out: token 2, groups 0-3 kept
+    logits[2] = -4.0
+    for g in range(4):
+        logits[2, g * 32: g * 32 + 2] = 4.0
+    logits[2, 2] = 3.0  # group 0's third expert
+    ids, w = ref_module.run(logits, bias)
+    assert ids[2].tolist() == [0, 1, 32, 33, 64, 65, 96, 97]
+    bad = ids.clone()
+    bad[2] = torch.tensor([0, 2, 32, 33, 64, 65, 96, 97], dtype=torch.int32)  # expert 2 in place of expert 1
+    sg = torch.sigmoid(logits.double())
+    bad_w = w.clone()
+    bad_w[2] = (sg[2, bad[2].long()] / sg[2, bad[2].long()].sum() * 2.5).float()
+    inputs = {"logits": logits, "e_score_correction_bias": bias}
+    assert "an expert it leaves out" in ref_module.accept(inputs, [bad, bad_w], [ids, w])
+
+    # weights that do not follow the chosen experts' scores
+    ids, w = ref_module.run(logits, bias)
+    off = w.clone()
+    off[3] = off[3] * 1.1
+    assert "weights" in ref_module.accept({"logits": logits, "e_score_correction_bias": bias}, [ids, off], [ids, w])
     # a shape or dtype failure is never reconsidered
     wrong_dtype = Check(verdict="incorrect_dtype", reason="dtype")
-    assert not accept_alternative(wrong_dtype, ref_module.accept, inputs, [alt_ids, alt_w], [ids, w]).ok
+    assert not accept_alternative(wrong_dtype, ref_module.accept, inputs, [ids, w], [ids, w]).ok
+
+
+def test_compare_mode_indices_of_rejects_an_approximate_sort():
+    """Indices from a sort on truncated keys pick values a rounding step off: not ties, so they fail."""
+    from solbench.evaluate.correctness import compare
+
+    torch.manual_seed(1)
+    x = torch.randn(1, 4096)
+    vals, idx = torch.sort(x, dim=-1, stable=True)
+    coarse = (x.view(torch.int32) & ~0xFF).view(torch.float32)  # keys with the low 8 bits dropped
+    approx = torch.sort(coarse, dim=-1, stable=True).indices
+    assert not torch.equal(approx, idx)
+    modes = [None, {"mode": "indices_of", "values": "values", "input": "x", "dim": -1}]
+    dts, tols = [torch.float32, torch.int64], [_tol(torch.float32), _tol(torch.int64)]
+    got_vals = torch.gather(x, 1, approx)
+    assert not compare([vals, approx], [vals, idx], [vals.double(), idx], ["values", "indices"], dts, tols, modes,
+                       {"x": x}).ok
+    assert not compare([got_vals, approx], [vals, idx], [vals.double(), idx], ["values", "indices"], dts, tols,
+                       modes, {"x": x}).ok
+
+
+def test_acceptor_is_not_asked_about_outputs_of_the_wrong_dtype():
+    from solbench.evaluate.correctness import Check, accept_alternative
+
+    asked = []
+    ref = [torch.zeros(2, dtype=torch.int32), torch.zeros(2)]
+    failed = Check(verdict="incorrect_numerical", reason="ids differ")
+    got = [torch.ones(2, dtype=torch.int32), torch.zeros(2, dtype=torch.float64)]  # second output: float64
+    assert not accept_alternative(failed, lambda *a: asked.append(a), {}, got, ref,
+                                  [torch.int32, torch.float32]).ok and not asked
+    got[1] = torch.zeros(2)
+    assert accept_alternative(failed, lambda *a: None, {}, got, ref, [torch.int32, torch.float32]).ok

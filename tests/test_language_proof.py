@@ -46,10 +46,13 @@ def test_share_of_device_time():
     assert dsl_share([], {"_rmsnorm_fwd"}) is None
 
 
-def test_profiler_runs_on_the_first_workload_by_default():
+def test_profiler_runs_on_one_workload_chosen_by_the_seed():
     from solbench.evaluate.worker import _profiled
 
-    job = {"pairs": [[0, "small"], [0, "large"]]}
-    assert _profiled(job, "small") and not _profiled(job, "large")  # default "one": start-up paid once
-    assert _profiled(dict(job, profile_dsl="all"), "large") and _profiled(dict(job, profile_dsl=True), "large")
-    assert not _profiled(dict(job, profile_dsl="off"), "small")
+    pairs = [[0, f"w{i}"] for i in range(6)]
+    picked = {seed: [u for _, u in pairs if _profiled({"pairs": pairs, "seed": seed}, u)] for seed in range(40)}
+    assert all(len(p) == 1 for p in picked.values())  # default "one": the profiler starts once per solution
+    assert len({p[0] for p in picked.values()}) > 1  # which one follows the secret seed, not the file's order
+    job = {"pairs": pairs, "seed": 7}
+    assert all(_profiled(dict(job, profile_dsl="all"), u) and _profiled(dict(job, profile_dsl=True), u)
+               and not _profiled(dict(job, profile_dsl="off"), u) for _, u in pairs)

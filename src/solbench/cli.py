@@ -197,7 +197,8 @@ def eval_cmd(
     no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
     heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes from the axis ranges"),
     profile_dsl: str = typer.Option("one", "--profile-dsl", help="GPU language proof: profile a DSL solution's "
-                                    "call for its own kernels' share on its first workload (one), all, or off"),
+                                    "call for its own kernels' share on one workload the run's seed picks "
+                                    "(one), all, or off"),
     hold: bool = typer.Option(True, "--hold/--no-hold",
                               help="GPU: hold the stream with a spin kernel so samples time the device, not the "
                                    "host's launches (--no-hold counts host-bound launch latency)"),
@@ -269,8 +270,9 @@ def run(
     draws: int = typer.Option(5, min=1),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
     heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes per problem"),
-    profile_dsl: str = typer.Option("one", "--profile-dsl", help="GPU language proof: profile each DSL solution's "
-                                    "call for its own kernels' share on its first workload (one), all, or off"),
+    profile_dsl: str = typer.Option("one", "--profile-dsl", help="GPU language proof: profile each DSL "
+                                    "solution's call for its own kernels' share on one workload the run's seed "
+                                    "picks (one), all, or off"),
     hold: bool = typer.Option(True, "--hold/--no-hold",
                               help="GPU: hold the stream with a spin kernel so samples time the device, not the "
                                    "host's launches (--no-hold counts host-bound launch latency)"),

@@ -71,7 +71,7 @@ class EvalOptions:
     static_checks: bool = True  # scan the sources before running anything (off only to test the dynamic layer)
     heldout: int = 0  # extra workloads per problem drawn from the axis ranges with the run's secret seed
     #: GPU language proof (integrity/language.py): profile one call of a DSL solution for its own kernels' share of
-    #: the device time, on its first workload ("one"), on every workload ("all", or True) or never ("off", False)
+    #: the device time, on one workload the secret seed picks ("one"), on every one ("all", or True) or never ("off")
     profile_dsl: str | bool = "one"
 
 
@@ -348,6 +348,13 @@ def default_baselines(problem: Problem, device: str) -> tuple[str, ...]:
 
 PROFILE_MODES = {True: "all", False: "off"}  # the older boolean form of EvalOptions.profile_dsl
 
+
+def _profile_mode(mode: str | bool) -> str:
+    mode = PROFILE_MODES.get(mode, mode)
+    if mode not in ("one", "all", "off"):
+        raise ValueError(f"EvalOptions.profile_dsl must be one, all or off, not {mode!r}")
+    return mode
+
 BASELINE_LABEL = {"eager": "eager", "compile": "compile", "baseline_file": "baseline.py"}
 
 
@@ -415,7 +422,7 @@ def _job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int
         "time": opts.time_candidate,
         "llc_bytes": llc,
         "input_sets": opts.input_sets,
-        "profile_dsl": PROFILE_MODES.get(opts.profile_dsl, opts.profile_dsl),
+        "profile_dsl": _profile_mode(opts.profile_dsl),
         "startup_timeout_s": opts.startup_timeout_s,
         "workload_timeout_s": opts.workload_timeout_s,
         # held-out workloads exist only for this run: the worker learns them from the job, not from disk

@@ -160,9 +160,10 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
             events.append((start, end, marks))
             k += 1
         sync()
-        # the next batch's hold follows this one's enqueue times (a warm-up call that still compiled, or a host
-        # that sped up, would otherwise fix it for good)
-        hold_cycles = hold_for(sorted(hosts)[len(hosts) // 2])
+        # a warm-up call that still compiled can leave the hold far too long: let a batch's median enqueue time
+        # shorten it, never lengthen it (a call that blocks, on .item() or a full launch queue, also times its
+        # wait on the hold, which would ratchet the hold up to its cap)
+        hold_cycles = min(hold_cycles, hold_for(sorted(hosts)[len(hosts) // 2]))
         for s, e, marks in events:
             t_end = s.elapsed_time(e)
             # an idle stream's mark completes before the end event, a busy one's after it: the call's time runs

@@ -90,9 +90,9 @@ class TensorSpec(BaseModel):
     #: solbench: the axis that is the fan-in of a ``weight`` (default: the last one).
     fan_in: str | None = None
     #: solbench, outputs only: how to compare where elementwise closeness is the wrong test:
-    #: {"mode": "indices_of", "values": OUTPUT, "input": INPUT, "dim": -1} (top-k/sort indices: any distinct
-    #: indices that pick the right values pass, so ties are fine; without "values", the input at the indices must
-    #: match the input at the reference's indices within the mode's "atol"/"rtol"); {"mode": "set", "dim": -1} (order along dim does not
+    #: {"mode": "indices_of", "input": INPUT, "dim": -1} (top-k/sort indices: any distinct indices whose input
+    #: values equal those at the reference's indices pass, so ties are fine; exactly, unless the mode gives
+    #: "atol"/"rtol" for near-ties a rounding step apart; "values" may name the matching values output); {"mode": "set", "dim": -1} (order along dim does not
     #: matter); {"mode": "fp8_ulp", "ulps": 1} (fp8 outputs within N steps of the reference's value)
     compare: dict[str, Any] | None = None
 

@@ -5,8 +5,8 @@ names and device times). The kernels whose names are those of the solution's own
 make up its *DSL share* of the call's device time. A share of zero means no kernel of the solution's ran while
 other kernels did the work (``no_dsl_kernel``); a small share is reported as a warning, since glue work in
 PyTorch (allocation, a transpose) is legitimate. The ghost replay (``dynamic.ghost_mode``) is the other half of
-the proof: it shows the DSL kernels' output is used. Off by default (``EvalOptions.profile_dsl``) until it has
-run on a GPU.
+the proof: it shows the DSL kernels' output is used. By default one workload per solution is profiled, chosen
+from the run's secret seed (``EvalOptions.profile_dsl``: "one", "all" or "off").
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 DbOption = typer.Option("solbench.db", "--db", help="results database (SQLite)")
+ProfileOption = typer.Option("one", "--profile-dsl", help="GPU language proof: profile a DSL solution's call for "
+                             "its own kernels' share on one workload the run's seed picks (one), all, or off")
+HoldOption = typer.Option(True, "--hold/--no-hold", help="GPU: hold the stream with a spin kernel so samples time "
+                          "the device, not the host's launches (--no-hold counts host-bound launch latency)")
 
 
 def _profile_mode(mode: str) -> str:
@@ -196,12 +200,8 @@ def eval_cmd(
     replay: Optional[int] = typer.Option(None, help="re-run a stored evaluation's first failure with its seed"),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
     heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes from the axis ranges"),
-    profile_dsl: str = typer.Option("one", "--profile-dsl", help="GPU language proof: profile a DSL solution's "
-                                    "call for its own kernels' share on one workload the run's seed picks "
-                                    "(one), all, or off"),
-    hold: bool = typer.Option(True, "--hold/--no-hold",
-                              help="GPU: hold the stream with a spin kernel so samples time the device, not the "
-                                   "host's launches (--no-hold counts host-bound launch latency)"),
+    profile_dsl: str = ProfileOption,
+    hold: bool = HoldOption,
     quiet: bool = typer.Option(False, help="no progress lines"),
 ) -> None:
     """Evaluate one solution on one problem: correctness, timing, baselines, SOL score."""
@@ -270,12 +270,8 @@ def run(
     draws: int = typer.Option(5, min=1),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
     heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes per problem"),
-    profile_dsl: str = typer.Option("one", "--profile-dsl", help="GPU language proof: profile each DSL "
-                                    "solution's call for its own kernels' share on one workload the run's seed "
-                                    "picks (one), all, or off"),
-    hold: bool = typer.Option(True, "--hold/--no-hold",
-                              help="GPU: hold the stream with a spin kernel so samples time the device, not the "
-                                   "host's launches (--no-hold counts host-bound launch latency)"),
+    profile_dsl: str = ProfileOption,
+    hold: bool = HoldOption,
     quiet: bool = typer.Option(False),
 ) -> None:
     """The main job: evaluate every problem's example solutions against baselines and SOL."""

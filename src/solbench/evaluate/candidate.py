@@ -45,7 +45,6 @@ class Channel:
         self.reply.flush()
 
 
-
 def _capturing(torch: Any, stream: Any) -> bool:
     """Whether ``stream`` is being captured into a CUDA graph."""
     with torch.cuda.stream(stream):

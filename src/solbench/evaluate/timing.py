@@ -4,9 +4,8 @@ GPU protocol, per sample: hold the stream with a spin kernel while the host
 enqueues the rest (so a host-bound launch does not stretch the interval, as
 nvbench's blocking kernel does), read-flush a buffer of 2.5x the last-level
 cache (a read evicts dirty lines, so no write-back lands inside the timed
-kernel), record
-the start event queued right behind the flush with no host synchronisation,
-call, record the end event. Samples are enqueued in batches and collected until
+kernel), record the start event queued right behind the flush with no host
+synchronisation, call, record the end event. Samples are enqueued in batches and collected until
 the median's 95% interval is within ``rel_target`` or the budget is spent.
 Work on other streams is caught by comparing event time with synchronised
 wall time. CPU protocol: wall-clock time around each call.

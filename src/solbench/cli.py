@@ -25,9 +25,12 @@ HoldOption = typer.Option(True, "--hold/--no-hold", help="GPU: hold the stream w
 
 
 def _profile_mode(mode: str) -> str:
-    if mode not in ("one", "all", "off"):
-        raise UserError(f"--profile-dsl must be one, all or off, not {mode!r}")
-    return mode
+    from solbench.evaluate.runner import profile_mode
+
+    try:
+        return profile_mode(mode)
+    except ValueError:
+        raise UserError(f"--profile-dsl must be one, all or off, not {mode!r}") from None
 
 
 def _device(device: str) -> str:

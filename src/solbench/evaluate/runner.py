@@ -349,7 +349,8 @@ def default_baselines(problem: Problem, device: str) -> tuple[str, ...]:
 PROFILE_MODES = {True: "all", False: "off"}  # the older boolean form of EvalOptions.profile_dsl
 
 
-def _profile_mode(mode: str | bool) -> str:
+def profile_mode(mode: str | bool) -> str:
+    """EvalOptions.profile_dsl as the worker reads it: "one", "all" or "off" (ValueError for anything else)."""
     mode = PROFILE_MODES.get(mode, mode)
     if mode not in ("one", "all", "off"):
         raise ValueError(f"EvalOptions.profile_dsl must be one, all or off, not {mode!r}")
@@ -422,7 +423,7 @@ def _job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int
         "time": opts.time_candidate,
         "llc_bytes": llc,
         "input_sets": opts.input_sets,
-        "profile_dsl": _profile_mode(opts.profile_dsl),
+        "profile_dsl": profile_mode(opts.profile_dsl),
         "startup_timeout_s": opts.startup_timeout_s,
         "workload_timeout_s": opts.workload_timeout_s,
         # held-out workloads exist only for this run: the worker learns them from the job, not from disk

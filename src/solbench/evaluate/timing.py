@@ -73,7 +73,8 @@ class Flusher:
         torch.sum(self.buf, dim=0, out=self.out)
 
 
-def _clock_snapshot(index: int) -> dict | None:
+def clock_snapshot(index: int) -> dict | None:
+    """One NVML reading of CUDA device ``index`` (hardware.telemetry), or None where NVML cannot give one."""
     try:
         from solbench.hardware.telemetry import gpu_clock_snapshot
     except ImportError:
@@ -134,7 +135,7 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
         return int(min(1.5 * host + 50e-6, cfg.max_hold_s) * clock_hz)
 
     hold_cycles = hold_for(host_s)
-    clocks = [c for c in [_clock_snapshot(device_index)] if c]
+    clocks = [c for c in [clock_snapshot(device_index)] if c]
     samples: list[float] = []
     unjoined: list[float] = []
     started = time.perf_counter()
@@ -175,7 +176,7 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
             break
         if time.perf_counter() - started > cfg.budget_s:
             break
-    snap = _clock_snapshot(device_index)
+    snap = clock_snapshot(device_index)
     if snap:
         clocks.append(snap)
     # synchronised wall time, with event time of the same calls (no hold: the GPU waits for the host's launches,

@@ -386,15 +386,17 @@ class RemoteSubject:
                        "outputs": [arena.reserve(s, d) for s, d in shapes]} for _ in range(n_keep)]
         self._settle()
         llc = int(self.ctx.job.get("llc_bytes", 64 << 20))
+        from solbench.evaluate.timing import clock_snapshot
+
         index = self.ctx.dev.index or 0
-        clocks = [_clock_snapshot(index)] if self.ctx.dev.type == "cuda" else []
+        clocks = [clock_snapshot(index)] if self.ctx.dev.type == "cuda" else []
         sent = time.monotonic()
         reply, gone = self._request({"op": "time", "sets": set_slots, "outputs": kept_slots[0]["outputs"],
                                      "kept": kept_slots, "timing": cfg.__dict__, "llc_bytes": llc,
                                      "graph": self.ctx.job.get("graph")})
         received = time.monotonic()
         if self.ctx.dev.type == "cuda":
-            clocks.append(_clock_snapshot(index))  # read here: what the candidate reports about itself is not used
+            clocks.append(clock_snapshot(index))  # read here: what the candidate reports about itself is not used
         if gone:
             return Timed(failed=gone, lost=True)
         if reply.get("failed"):
@@ -425,15 +427,6 @@ class RemoteSubject:
                      method="cuda_events" if self.ctx.dev.type == "cuda" else "wall_clock", kept=kept,
                      unjoined_ms=[float(x) for x in reply.get("unjoined_ms") or [] if isinstance(x, (int, float))],
                      codes=codes)
-
-
-def _clock_snapshot(index: int) -> dict | None:
-    try:
-        from solbench.hardware.telemetry import gpu_clock_snapshot
-
-        return gpu_clock_snapshot(index)
-    except Exception:
-        return None
 
 
 def _known_failure(failed: Any) -> dict[str, Any]:

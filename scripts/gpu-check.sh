@@ -26,7 +26,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH="/tmp/site:$PWD/src" SOLBENCH_EXTRA_PATH=/tmp/site
 fi
 export SOLBENCH_GPU_DB="$OUT/gpu.db"
-[ -f .gpudb/gpu.db ] && [ ! -f "$SOLBENCH_GPU_DB" ] && cp .gpudb/gpu.db "$SOLBENCH_GPU_DB"
+[ -f .gpudb/gpu.db ] && [ ! -f "$SOLBENCH_GPU_DB" ] && cp .gpudb/gpu.db "$SOLBENCH_GPU_DB" && chmod u+w "$SOLBENCH_GPU_DB"
 stages=()
 for s in "$@"; do [ "$s" = tests ] && stages+=(fast bundled) || stages+=("$s"); done
 [ ${#stages[@]} -eq 0 ] && stages=(fast bundled run bench)

@@ -114,6 +114,38 @@ def report(result: dict) -> None:
                   f"({a['rel_diff']:.2%})")
 
 
+def profile_cost(store: Store, device: str, n: int, hold: bool, out: str | None) -> int:
+    """Elapsed time of each evaluation with the language proof off and on, alternating per solution, printed as
+    it goes (a run stopped by its time limit still reports the pairs it finished)."""
+    from solbench.evaluate.timing import TimingConfig
+
+    hw = detect(device)
+    pairs = []
+    todo = [(p, path) for p in select_problems("starter") for path in p.example_solutions][:n]
+    if todo:  # one evaluation first, not counted: it pays for the trusted worker's start
+        evaluate(todo[0][0], load_solution(todo[0][1], todo[0][0].name),
+                 EvalOptions(device=device, hardware=hw, timing=TimingConfig(hold=hold), profile_dsl="off"))
+    for problem, path in todo:
+        solution = load_solution(path, problem.name)
+        row = {"problem": problem.name}
+        for mode in ("off", "one"):
+            ev = evaluate(problem, solution, EvalOptions(device=device, hardware=hw, timing=TimingConfig(hold=hold),
+                                                         profile_dsl=mode), store=store)
+            row[mode] = ev.elapsed_s
+            row[f"{mode}_verdict"] = ev.verdict
+        pairs.append(row)
+        print(f"profile cost  {problem.name:28s} off {row['off']:6.2f} s  one {row['one']:6.2f} s  "
+              f"({row['off_verdict']}, {row['one_verdict']})", flush=True)
+    if pairs:
+        extra = sorted(r["one"] - r["off"] for r in pairs)
+        print(f"profiler adds per solution: median {statistics.median(extra):.2f} s "
+              f"(min {extra[0]:.2f}, max {extra[-1]:.2f}) over {len(pairs)} solutions; "
+              f"mean with it off {statistics.fmean(r['off'] for r in pairs):.2f} s")
+    if out:
+        Path(out).write_text(json.dumps(pairs, indent=1))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", required=True)
@@ -122,8 +154,13 @@ def main() -> int:
     ap.add_argument("--analyse-only", action="store_true", help="no new evaluations: summarise what DB holds")
     ap.add_argument("--no-hold", dest="hold", action="store_false",
                     help="time without the stream held by a spin kernel (TimingConfig.hold, on by default)")
+    ap.add_argument("--profile-cost", type=int, default=0, metavar="N",
+                    help="instead: evaluate the first N example solutions with the language proof off, then on "
+                         "(the default, one profiled workload), and print what the profiler adds per solution")
     args = ap.parse_args()
     store = Store(args.db)
+    if args.profile_cost:
+        return profile_cost(store, args.device, args.profile_cost, args.hold, args.out)
     if not args.analyse_only:
         from solbench.evaluate.timing import TimingConfig
 

@@ -4,7 +4,8 @@
 #   stages: tests (= fast bundled), quick (the integrity corpus and the timing tests alone, about a minute),
 #           fast (the GPU test set but the bundled examples), bundled (every starter
 #           example on the GPU, baselines included), run (the main job), bench, ncu, calibrate, floor, start, probe,
-#           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without)
+#           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without),
+#           profcost (what the language proof's profiler adds per solution: PROFCOST_N solutions, off then on)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline (about 5 minutes for
@@ -52,6 +53,8 @@ for stage in "${stages[@]}"; do
              --out "$OUT/repeat-nohold.json" </dev/null 2>&1 | tee "$OUT/repeat-nohold.txt" ;;
     bench) timeout ${BENCH_LIMIT:-240} python3 benchmarks/bench_harness.py --db "$SOLBENCH_GPU_DB" --out "$OUT/bench.json" </dev/null \
              2>&1 | tee "$OUT/bench.txt" ;;
+    profcost) timeout ${PROFCOST_LIMIT:-150} python3 benchmarks/bench_harness.py --db "$SOLBENCH_GPU_DB" \
+             --profile-cost ${PROFCOST_N:-6} --out "$OUT/profcost.json" </dev/null 2>&1 | tee "$OUT/profcost.txt" ;;
     ncu)   timeout 300 python3 benchmarks/ncu_agreement.py --out "$OUT/ncu.json" </dev/null 2>&1 | tee "$OUT/ncu.txt" ;;
     calibrate) timeout 120 python3 -m solbench.cli calibrate --device cuda --db "$SOLBENCH_GPU_DB" </dev/null \
              2>&1 | tee "$OUT/calibrate.txt" ;;

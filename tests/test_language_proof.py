@@ -56,3 +56,21 @@ def test_profiler_runs_on_one_workload_chosen_by_the_seed():
     job = {"pairs": pairs, "seed": 7}
     assert all(_profiled(dict(job, profile_dsl="all"), u) and _profiled(dict(job, profile_dsl=True), u)
                and not _profiled(dict(job, profile_dsl="off"), u) for _, u in pairs)
+
+
+def test_profiler_session_records_without_importing_dynamo():
+    """The profiled call's session must not pull Inductor and Dynamo into a fresh candidate (torch.profiler's
+    wrapper does, at a cost of seconds per candidate on the H200 machine). Run in a fresh interpreter."""
+    import subprocess
+
+    code = (
+        "import sys, torch\n"
+        "from solbench.evaluate.integrity.language import profiler_session\n"
+        "with profiler_session('cpu') as prof:\n"
+        "    torch.ones(8) + 1\n"
+        "names = [e.name for e in prof.function_events]\n"
+        "assert any('add' in n for n in names), names\n"
+        "assert 'torch._dynamo' not in sys.modules and 'torch._inductor' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

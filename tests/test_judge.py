@@ -115,3 +115,24 @@ def test_wall_time_far_above_its_own_events_is_hidden_work(axpy):
     # one call slowed by the host alone is not enough
     w = judge(axpy, samples_ms=[2.0] * 20, wall_ms=[9.0, 2.2, 2.2], wall_event_ms=[2.1, 2.0, 2.1])
     assert "unaccounted_device_work" not in w.reasons
+
+
+def test_a_language_proof_that_could_not_run_is_a_warning(axpy):
+    r = {"uuid": "axpy-small", "verdict": "passed", "reasons": [], "timing_method": "cuda_events",
+         "samples_ms": [2.5] * 20, "wall_ms": [2.6] * 3}
+    unseen = _judge(axpy, "axpy-small", r, BASE, WORK, CEIL, None, proof_expected=True)
+    assert unseen.verdict == "passed" and "language_proof_unavailable" in unseen.warnings
+    seen = _judge(axpy, "axpy-small", dict(r, dsl_share=0.9), BASE, WORK, CEIL, None, proof_expected=True)
+    assert "language_proof_unavailable" not in seen.warnings
+    assert "language_proof_unavailable" not in _judge(axpy, "axpy-small", r, BASE, WORK, CEIL, None).warnings
+
+
+def test_the_profiled_workload_is_known_to_the_trusted_side():
+    from solbench.evaluate.runner import _proof_expected
+
+    job = {"device": "cuda", "seed": 11, "pairs": [[0, f"w{i}"] for i in range(5)], "profile_dsl": "one"}
+    picked = [u for _, u in job["pairs"] if _proof_expected(job, "triton", u)]
+    assert len(picked) == 1
+    assert not any(_proof_expected(job, "pytorch", u) for _, u in job["pairs"])
+    assert not any(_proof_expected(dict(job, device="cpu"), "triton", u) for _, u in job["pairs"])
+    assert not any(_proof_expected(dict(job, profile_dsl="off"), "triton", u) for _, u in job["pairs"])

@@ -74,3 +74,32 @@ def test_profiler_session_records_without_importing_dynamo():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_profiler_started_or_stopped_by_the_solution_is_tampering():
+    """A solution that keeps a profiler of its own running (the harness's session would then fail to start), or
+    stops the harness's during its call (no evidence), is caught; an honest call is profiled, also after a
+    caught stop. A fresh interpreter per case: profiler state is per process (and the candidate's process ends
+    with os._exit, as here)."""
+    import subprocess
+
+    head = (
+        "import os, sys, torch\n"
+        "from solbench.evaluate.integrity.language import ProfilerTampered, profile_kernels, profiler_session\n"
+        "def caught(call):\n"
+        "    try:\n"
+        "        profile_kernels(call, 'cpu')\n"
+        "    except ProfilerTampered:\n"
+        "        return True\n"
+        "    return False\n"
+    )
+    cases = {
+        "honest": "ok = not caught(lambda: torch.ones(4) + 1)\n",
+        "stopped": "ok = caught(lambda: torch._C._autograd._disable_profiler())\n"
+                   "ok = ok and not caught(lambda: torch.ones(4) + 1)\n",
+        "own profiler": "profiler_session('cpu').__enter__()\nok = caught(lambda: torch.ones(4) + 1)\n",
+    }
+    for name, body in cases.items():
+        code = head + body + "sys.stdout.write('ok' if ok else 'missed'); sys.stdout.flush(); os._exit(0)\n"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout == "ok", (name, done.stdout, done.stderr[-2000:])

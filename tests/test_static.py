@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import textwrap
-import time
 
 import pytest
 
@@ -675,6 +674,19 @@ def test_stream_creation_warns():
     assert "untracked_stream" not in rejects("import torch\ns = torch.cuda.current_stream()\n")
 
 
+def test_profiler_use_is_rejected():
+    # the language proof profiles one secret call: a solution must not start, stop or query a profiler
+    assert "profiler_use" in rejects("import torch\nwith torch.profiler.profile():\n    pass\n")
+    assert "profiler_use" in rejects("from torch.autograd import profiler\np = profiler.profile()\n")
+    assert "profiler_use" in rejects("import torch\non = torch._C._autograd._profiler_enabled()\n")
+    assert "profiler_use" in rejects("import torch\ntorch.cuda.profiler.start()\n")
+    assert "profiler_use" in rejects("from cuda import cupti\n")
+    assert "profiler_use" in rejects("cuptiSubscribe(&sub, cb, nullptr);\n", language="cuda", path="k.cu")
+    assert "profiler_use" in rejects("cudaProfilerStop();\n", language="cuda", path="k.cu")
+    honest = "import torch\nimport triton\ntorch.cuda.synchronize()\nx = torch.cuda.current_stream()\n"
+    assert "profiler_use" not in rejects(honest) | warns(honest)
+
+
 def test_file_io_warns():
     src = 'import torch\nimport numpy as np\nw = torch.load("w.pt")\nnp.save("x.npy", 1)\nt = open("a.txt").read()\n'
     assert rejects(src) == set() and warns(src) == {"file_io"}
@@ -816,10 +828,10 @@ def test_language_picks_the_scanner():
 
 
 # --------------------------------------------------------------------------------------------
-# performance
+# large sources (their scan time is measured by benchmarks/bench_static.py, figures in docs/PERFORMANCE.md)
 
 
-def test_scanning_a_2000_line_file_is_fast():
+def test_a_2000_line_honest_file_has_no_reject():
     lines = HONEST_AUTOTUNED_MATMUL.splitlines()
     blocks = []
     i = 0
@@ -828,27 +840,13 @@ def test_scanning_a_2000_line_file_is_fast():
         i += 1
     src = "\n".join(blocks)
     assert len(src.splitlines()) >= 2000 > len(lines)
-    best, fs = _best_time(lambda: scan_sources([("big.py", src)], "triton"))
-    assert rejected(fs) == []
-    assert best < 0.1, f"scan took {best * 1000:.1f} ms"
+    assert rejected(scan_sources([("big.py", src)], "triton")) == []
 
 
-def test_scanning_a_2000_line_cuda_file_is_fast():
+def test_a_2000_line_honest_cuda_file_has_no_finding():
     body = "\n".join(
         f"__global__ void k{i}(const float* __restrict__ x, float* y, int n) {{ int i = blockIdx.x * blockDim.x"
         f" + threadIdx.x; if (i < n) y[i] = x[i] * {i}.f; }}  // kernel {i}"
         for i in range(2000)
     )
-    best, fs = _best_time(lambda: scan_sources([("big.cu", body)], "cuda"))
-    assert fs == []
-    assert best < 0.05, f"scan took {best * 1000:.1f} ms"
-
-
-def _best_time(fn, runs: int = 3):
-    """Best CPU time of a few runs (CPU time, so other processes on a shared machine matter less)."""
-    best, out = float("inf"), None
-    for _ in range(runs):
-        t0 = time.process_time()
-        out = fn()
-        best = min(best, time.process_time() - t0)
-    return best, out
+    assert scan_sources([("big.cu", body)], "cuda") == []

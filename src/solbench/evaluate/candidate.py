@@ -295,6 +295,7 @@ class Candidate:
             return
         peak = int(self.torch.cuda.max_memory_allocated() - before) if before is not None else None
         extra = self.profile(given, msg["outputs"]) if msg.get("profile") and self.dev.type == "cuda" else {}
+        codes = codes + extra.pop("codes", [])
         self.chan.send(type="called", codes=codes, outputs=outputs, count=len(produced), peak_memory_bytes=peak,
                        **extra)
 
@@ -306,8 +307,14 @@ class Candidate:
         self.sync()
         try:
             kernels = language.profile_kernels(lambda: self.invoke(inputs, out_slots))
-        except Exception as exc:  # a profiler that cannot run here is no verdict on the solution
-            return {"profile_error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        except language.ProfilerTampered as exc:
+            print(f"solbench: language proof: {exc}", file=sys.stderr, flush=True)
+            return {"codes": ["profiler_tamper"]}
+        except Exception as exc:  # a profiler that cannot run here is no verdict on the solution: the trusted
+            # side sees no share and warns language_proof_unavailable; the reason is left in this log
+            print(f"solbench: language proof: the profiler failed: {type(exc).__name__}: {str(exc)[:300]}",
+                  file=sys.stderr, flush=True)
+            return {}
         names = language.dsl_kernel_names(self.staged)
         top = sorted(kernels, key=lambda k: -k[1])[:5]
         return {"dsl_share": language.dsl_share(kernels, names), "kernels": [[n[:120], us] for n, us in top]}

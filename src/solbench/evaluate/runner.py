@@ -88,6 +88,7 @@ class WorkerOutcome:
     sandbox: str | None = None  # the isolation the candidate's process got: "namespaces" or "rlimits"
     candidate_log: str = ""
     candidate_restarts: int = 0
+    worker_attempts: int = 0  # trusted workers the job took: more than one after a crash, a lost context or a hang
 
     def for_subject(self, index: int) -> dict[str, dict[str, Any]]:
         return {uuid: r for (i, uuid), r in self.results.items() if i == index}
@@ -237,6 +238,7 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
     job = dict(job, workdir=job.get("workdir") or str(workdir))
     while pending and attempts <= len(job["pairs"]):
         attempts += 1
+        outcome.worker_attempts = attempts
         job_path = workdir / f"job-{attempts}.json"
         job_path.write_text(json.dumps(dict(job, pairs=pending)))
         spawned = time.perf_counter()
@@ -516,7 +518,9 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
     results: list[WorkloadResult] = []
     for uuid in uuids:
         results.append(_judge(problem, uuid, cand.results.get((0, uuid)), base, work.get(uuid), datasheet,
-                              opts.calibrated))
+                              opts.calibrated,
+                              proof_expected=cand.worker_attempts == 1 and _proof_expected(cand_job, language.name,
+                                                                                           uuid)))
     verdicts = [r.verdict for r in results]
     ev = Evaluation(
         problem=problem.name, problem_dir=str(problem.directory), problem_digest=problem.digest(),
@@ -585,8 +589,18 @@ def _hack(res: WorkloadResult, code: str, message: str) -> None:
         res.reasons.append(code)
 
 
+def _proof_expected(job: dict[str, Any], language: str, uuid: str) -> bool:
+    """Whether the job's first trusted worker ran the language proof's profiled call on this workload
+    (worker._profiled decides, for DSL solutions on the GPU). A job resumed by a fresh worker after a crash picks
+    among the pairs left, so the caller asks only when one worker did it all."""
+    from solbench.evaluate.worker import _profiled
+
+    return str(job.get("device", "")).startswith("cuda") and language == "triton" and _profiled(job, uuid)
+
+
 def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str, dict[str, dict[str, Any]]],
-           work: Work | str | None, datasheet: Ceilings, calibrated: Ceilings | None) -> WorkloadResult:
+           work: Work | str | None, datasheet: Ceilings, calibrated: Ceilings | None,
+           proof_expected: bool = False) -> WorkloadResult:
     w = problem.workload(uuid)
     r = r or {"verdict": "runtime_error", "reasons": ["no_result"]}
     res = WorkloadResult(uuid=uuid, label=w.label, axes=problem.definition.resolve_axes(w.axes),
@@ -640,6 +654,10 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
         res.warnings.append("interpreted")
     if res.dsl_share is not None and res.dsl_share < 0.5:
         res.warnings.append("dsl_share_low")  # most device time went to kernels that are not the solution's own
+    if proof_expected and res.verdict == "passed" and res.dsl_share is None:
+        # the profiled call ran but the profiler saw no device work: it could not run here (its error is in the
+        # candidate's log), so the language proof rests on the ghost replay alone
+        res.warnings.append("language_proof_unavailable")
     # baselines
     for kind, field_name in (("eager", "eager_ms"), ("compile", "compile_ms"), ("baseline_file", "baseline_file_ms")):
         b = base.get(kind, {}).get(uuid)

@@ -73,13 +73,43 @@ def profiler_session(device_type: str = "cuda"):
     return autograd_profiler.profile(use_cpu=on_cpu, use_device=None if on_cpu else device_type, use_kineto=True)
 
 
-def profile_kernels(call: Callable[[], Any]) -> list[tuple[str, float]]:
-    """(kernel name, device microseconds) of every GPU kernel ``call`` ran, from the PyTorch profiler."""
+class ProfilerTampered(Exception):
+    """The solution's process ran a profiler of its own, or stopped the harness's during the profiled call."""
+
+
+def profiler_running() -> bool:
+    """Whether a PyTorch (kineto) profiler is on in this process, as torch's C++ side knows it."""
     import torch
 
-    with profiler_session("cuda") as prof:
-        call()
-        torch.cuda.synchronize()
+    try:
+        return bool(torch._C._autograd._profiler_enabled())
+    except Exception:  # an older or newer torch without this query: no evidence either way
+        return False
+
+
+def profile_kernels(call: Callable[[], Any], device_type: str = "cuda") -> list[tuple[str, float]]:
+    """(kernel name, device microseconds) of every GPU kernel ``call`` ran, from the PyTorch profiler.
+
+    The harness never profiles outside this function, so a profiler already on before it starts, or gone
+    after ``call``, is the solution's doing (``ProfilerTampered``): a running profiler would make this session
+    fail to start, and a stopped one would leave the proof without evidence."""
+    import torch
+
+    if profiler_running():
+        raise ProfilerTampered("a profiler was already running in the solution's process")
+    stopped = False
+    try:
+        with profiler_session(device_type) as prof:
+            call()
+            if device_type == "cuda":
+                torch.cuda.synchronize()
+            stopped = not profiler_running()
+    except Exception:
+        if stopped:  # closing a session the solution stopped fails too: the stop is what to report
+            raise ProfilerTampered("the profiler was stopped during the solution's call") from None
+        raise
+    if stopped:
+        raise ProfilerTampered("the profiler was stopped during the solution's call")
     out = []
     for event in prof.function_events:
         if getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA:

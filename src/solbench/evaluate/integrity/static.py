@@ -137,6 +137,12 @@ _RULE_LIST = [
         "while the timed stream is held and escape every sample.",
     ),
     Rule(
+        "profiler_use",
+        REJECT,
+        "The language proof profiles one secret call: a solution that starts, stops or queries a profiler can "
+        "make that call fail or behave differently from the others.",
+    ),
+    Rule(
         "file_io",
         WARN,
         "Reading or writing files can load precomputed outputs or inputs; the sandbox's private filesystem decides.",
@@ -251,6 +257,11 @@ _add(
     "torch.Stream torch._C.Stream torch._C._CudaStreamBase torch._utils._CudaStreamBase cupy.cuda.Stream "
     "cupy.cuda.ExternalStream",
 )
+_add(
+    "profiler_use",
+    "torch.profiler torch.autograd.profiler torch.autograd.profiler_legacy torch.autograd.profiler_util "
+    "torch._C._autograd torch._C._profiler torch.cuda.profiler torch._C._kineto cupti",
+)
 _add("harness_import", "solbench")
 _add(
     "result_channel",
@@ -291,6 +302,7 @@ _PERSIST = re.compile(
 _PERSIST_WORDS = ("ccessPolicy", "hitRatio", "hitProp", "missProp", "hit_ratio", "hit_prop", "ersisting",
                   "PERSISTING", "persisting_l2", "AttrValue", "AccessProperty", "ACCESS_PROPERTY")
 _STREAM_NAME = re.compile(r"cudaStreamCreate|cuStreamCreate|hipStreamCreate|getStreamFromPool")
+_PROFILER_NAME = re.compile(r"\bcupti|cudaProfiler(?:Start|Stop)|cuProfiler(?:Start|Stop)")
 _LIBC = re.compile(r"\blibc\b|libc\.so|libc\.dylib|msvcrt")
 _PROC = ("/proc/", "/dev/mem", "/dev/kmem", "/dev/port")
 _CPP_HINTS = ("#include", "__global__", "__device__", "TORCH_LIBRARY", "PYBIND11_MODULE", "extern \"C\"")
@@ -836,6 +848,8 @@ class _PyScanner:
             self.add("persisting_l2", node, f"persisting-L2 control {ident}")
         if _STREAM_NAME.search(ident):
             self.add("untracked_stream", node, f"creates a stream the harness cannot track via {ident}")
+        if _PROFILER_NAME.search(ident):
+            self.add("profiler_use", node, f"profiler control {ident}")
 
     def v_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load):
@@ -1390,6 +1404,8 @@ _CPP_RULES: list[tuple[re.Pattern[str], str, str, frozenset[str], tuple[str, ...
     (re.compile(r"\b(?:cudaStreamCreate\w*|cuStreamCreate\w*|hipStreamCreate\w*|getStreamFromPool)\b"),
      "untracked_stream", "creates a stream the harness cannot track", frozenset(),
      ("StreamCreate", "getStreamFromPool")),
+    (re.compile(r"\bcupti\w+|\bcudaProfiler(?:Start|Stop)\b|\bcuProfiler(?:Start|Stop)\b"), "profiler_use",
+     "starts, stops or queries a profiler", frozenset(), ("cupti", "Profiler")),
     (re.compile(r"\bfopen\b|\b(?:std\s*::\s*)?[io]?fstream\b"), "file_io", "opens a file",
      frozenset({"fopen", "fstream", "ifstream", "ofstream"}), ()),
 ]
@@ -1535,7 +1551,8 @@ def _scan_one(path: str, content: str, lang: str, policy: Policy) -> list[Findin
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return []  # the build step reports it
     scanner = _PyScanner(path, tree, lang, policy, 0, 0)
-    scanner.maybe_idents = bool(_PERSIST.search(content) or _STREAM_NAME.search(content))
+    scanner.maybe_idents = bool(_PERSIST.search(content) or _STREAM_NAME.search(content)
+                                or _PROFILER_NAME.search(content))
     try:
         return scanner.run()
     except RecursionError:

@@ -285,3 +285,38 @@ def test_acceptor_is_not_asked_about_outputs_of_the_wrong_dtype():
                                   [torch.int32, torch.float32]).ok and not asked
     got[1] = torch.zeros(2)
     assert accept_alternative(failed, lambda *a: None, {}, got, ref, [torch.int32, torch.float32]).ok
+
+
+def test_beam_search_accepts_tied_candidates_in_another_order_and_nothing_else():
+    """Tokens of one beam that share a bf16 logit tie exactly; a kernel may keep or order them the other way.
+    A pick beyond a tie, a repeated pair, or scores that do not follow the ids fail."""
+    from solbench.evaluate.correctness import Check, accept_alternative
+    from solbench.problems.modules import module_from_source
+    from solbench.problems.problem import load_problem
+
+    problem = load_problem("beam_search_step_srv2")
+    assert problem.definition.custom_check_entrypoint == "accept"
+    ref = module_from_source(problem.reference_source, "beam_ref_test", problem.directory / "reference.py")
+    B, W, V = 3, 4, 64
+    torch.manual_seed(0)
+    logits = (torch.randn(B, W, V) * 2).round().to(torch.bfloat16)  # whole numbers: many exact ties per beam
+    beam = torch.rand(B, W) * 3
+    inputs = {"logits": logits, "beam_scores": beam}
+    scores, ids = ref.run(logits, beam)
+    # the same step with ties broken towards the higher (beam, token) index
+    cand = (torch.log_softmax(logits.float(), -1) + beam[..., None]).reshape(B, W * V)
+    alt = (W * V - 1) - cand.flip(-1).topk(2 * W, dim=-1).indices
+    assert not torch.equal(alt, ids)  # the ties do change the answer
+    alt_scores = cand.gather(1, alt)
+    assert ref.accept(inputs, [alt_scores, alt], [scores, ids]) is None
+    failed = Check(verdict="incorrect_numerical", reason="flat_ids differ")
+    assert accept_alternative(failed, ref.accept, inputs, [alt_scores, alt], [scores, ids]).ok
+    # the worst candidate of a request in place of its 2W-th best
+    worse = ids.clone()
+    worse[0, -1] = cand[0].argmin()
+    assert cand[0, ids[0, -1]] - cand[0].min() > 1.0
+    assert "beyond a tie" in ref.accept(inputs, [cand.gather(1, worse), worse], [scores, ids])
+    twice = ids.clone()
+    twice[0, 1] = twice[0, 0]
+    assert "twice" in ref.accept(inputs, [cand.gather(1, twice), twice], [scores, ids])
+    assert "scores" in ref.accept(inputs, [alt_scores + 1e-3, alt], [scores, ids])

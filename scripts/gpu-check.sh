@@ -5,7 +5,7 @@
 #           fast (the GPU test set but the bundled examples), bundled (every starter
 #           example on the GPU, baselines included), run (the main job), bench, ncu, calibrate, floor, start, probe,
 #           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without),
-#           profcost (what the language proof's profiler adds per solution: PROFCOST_N solutions, off then on)
+#           profcost (what the language proof's profiler adds per solution: PROFCOST_N solutions, off and on)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline (about 5 minutes for

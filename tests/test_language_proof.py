@@ -78,8 +78,9 @@ def test_profiler_session_records_without_importing_dynamo():
 
 def test_a_profiler_started_or_stopped_by_the_solution_is_tampering():
     """A solution that keeps a profiler of its own running (the harness's session would then fail to start), or
-    stops the harness's during its call (no evidence), is caught; an honest call is profiled, also after a
-    caught stop. A fresh interpreter per case: profiler state is per process (and the candidate's process ends
+    stops the harness's during its call (no evidence), is caught; one that stops it and starts its own yields no
+    kernels (the trusted side then warns that the proof was unavailable); an honest call is profiled, also after
+    a caught stop. A fresh interpreter per case: profiler state is per process (and the candidate's process ends
     with os._exit, as here)."""
     import subprocess
 
@@ -94,7 +95,14 @@ def test_a_profiler_started_or_stopped_by_the_solution_is_tampering():
         "    return False\n"
     )
     cases = {
-        "honest": "ok = not caught(lambda: torch.ones(4) + 1)\n",
+        "honest": "ok = not caught(lambda: torch.ones(4) + 1)\n"
+                  "ok = ok and any('add' in n for n, _ in profile_kernels(lambda: torch.ones(4) + 1, 'cpu'))\n",
+        # stopped and started anew inside the call: the new session's events are not evidence
+        "restarted": "def swap():\n"
+                     "    torch._C._autograd._disable_profiler()\n"
+                     "    profiler_session('cpu').__enter__()\n"
+                     "    torch.ones(4) + 1\n"
+                     "ok = profile_kernels(swap, 'cpu') == []\n",
         "stopped": "ok = caught(lambda: torch._C._autograd._disable_profiler())\n"
                    "ok = ok and not caught(lambda: torch.ones(4) + 1)\n",
         "own profiler": "profiler_session('cpu').__enter__()\nok = caught(lambda: torch.ones(4) + 1)\n",

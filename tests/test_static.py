@@ -404,6 +404,10 @@ def test_frame_walks():
     assert "frame_or_gc_walk" in rejects(src)
     assert "frame_or_gc_walk" in rejects("import inspect\nf = inspect.currentframe().f_back.f_globals\n")
     assert "frame_or_gc_walk" in rejects("def run(x):\n    return run.__globals__\n")
+    # the call stack as text names the harness function that calls: enough to tell the profiled call apart
+    assert "frame_or_gc_walk" in rejects("import traceback\nwhere = traceback.extract_stack()\n")
+    honest = "import traceback\ntry:\n    pass\nexcept Exception:\n    traceback.print_exc()\n"
+    assert "frame_or_gc_walk" not in rejects(honest)
     assert "frame_or_gc_walk" in rejects("subs = object.__subclasses__()\n")
 
 
@@ -683,8 +687,19 @@ def test_profiler_use_is_rejected():
     assert "profiler_use" in rejects("from cuda import cupti\n")
     assert "profiler_use" in rejects("cuptiSubscribe(&sub, cb, nullptr);\n", language="cuda", path="k.cu")
     assert "profiler_use" in rejects("cudaProfilerStop();\n", language="cuda", path="k.cu")
+    assert "profiler_use" in rejects("import torch\non = torch.autograd._profiler_enabled()\n")
+    assert "profiler_use" in rejects("import torch\ntorch.autograd._disable_profiler()\n")
+    assert "profiler_use" in rejects("from triton import profiler as proton\nproton.start('x')\n")
+    assert "profiler_use" in rejects("import torch.profiler as P\nwith P.profile():\n    pass\n")
     honest = "import torch\nimport triton\ntorch.cuda.synchronize()\nx = torch.cuda.current_stream()\n"
     assert "profiler_use" not in rejects(honest) | warns(honest)
+    # annotations label a range and start nothing; names that merely contain the word are not the API
+    for src in ("from torch.profiler import record_function\nwith record_function('fwd'):\n    pass\n",
+                "import torch\nwith torch.autograd.profiler.record_function('fwd'):\n    pass\n",
+                "import torch.profiler\nwith torch.profiler.record_function('fwd'):\n    pass\n",
+                "cupti_enabled = False\n", "# torch.profiler.profile() was used here\n"):
+        assert "profiler_use" not in rejects(src) | warns(src), src
+    assert "profiler_use" not in rejects("int cupti_count = 0;\n", language="cuda", path="k.cu")
 
 
 def test_file_io_warns():

@@ -295,6 +295,9 @@ class Candidate:
             return
         peak = int(self.torch.cuda.max_memory_allocated() - before) if before is not None else None
         extra = self.profile(given, msg["outputs"]) if msg.get("profile") and self.dev.type == "cuda" else {}
+        if "failed" in extra:  # the solution's own call failed under the profiler: a verdict like any failed call
+            self.report_failure("called", extra["failed"])
+            return
         codes = codes + extra.pop("codes", [])
         self.chan.send(type="called", codes=codes, outputs=outputs, count=len(produced), peak_memory_bytes=peak,
                        **extra)
@@ -305,16 +308,28 @@ class Candidate:
 
         inputs = [x.clone() if isinstance(x, self.torch.Tensor) else x for x in given]
         self.sync()
+        raised: list[BaseException] = []
+
+        def profiled() -> None:
+            try:
+                self.invoke(inputs, out_slots)
+            except Exception as exc:  # the solution's failure, kept apart from the profiler's own
+                raised.append(exc)
+
         try:
-            kernels = language.profile_kernels(lambda: self.invoke(inputs, out_slots))
+            kernels = language.profile_kernels(profiled)
         except language.ProfilerTampered as exc:
             print(f"solbench: language proof: {exc}", file=sys.stderr, flush=True)
             return {"codes": ["profiler_tamper"]}
         except Exception as exc:  # a profiler that cannot run here is no verdict on the solution: the trusted
             # side sees no share and warns language_proof_unavailable; the reason is left in this log
+            if raised:
+                return {"failed": raised[0]}
             print(f"solbench: language proof: the profiler failed: {type(exc).__name__}: {str(exc)[:300]}",
                   file=sys.stderr, flush=True)
             return {}
+        if raised:
+            return {"failed": raised[0]}
         names = language.dsl_kernel_names(self.staged)
         top = sorted(kernels, key=lambda k: -k[1])[:5]
         return {"dsl_share": language.dsl_share(kernels, names), "kernels": [[n[:120], us] for n, us in top]}

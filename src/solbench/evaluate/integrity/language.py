@@ -88,11 +88,16 @@ def profiler_running() -> bool:
 
 
 def profile_kernels(call: Callable[[], Any], device_type: str = "cuda") -> list[tuple[str, float]]:
-    """(kernel name, device microseconds) of every GPU kernel ``call`` ran, from the PyTorch profiler.
+    """(kernel name, device microseconds) of every GPU kernel ``call`` ran, from the PyTorch profiler (on the
+    CPU, which tests use: its host ops).
 
-    The harness never profiles outside this function, so a profiler already on before it starts, or gone
-    after ``call``, is the solution's doing (``ProfilerTampered``): a running profiler would make this session
-    fail to start, and a stopped one would leave the proof without evidence."""
+    The harness never profiles outside this function, so a profiler already on (on this thread) before it starts,
+    or off after ``call``, is the solution's doing (``ProfilerTampered``): a running profiler would make this
+    session fail to start, and a stopped one would leave the proof without evidence. A session that the call
+    stopped and started anew would hand back only what ran after the restart: where torch reports the session's
+    start time, such a session gives no kernels (the proof is then unavailable, which the trusted side reports)."""
+    import time
+
     import torch
 
     if profiler_running():
@@ -100,18 +105,34 @@ def profile_kernels(call: Callable[[], Any], device_type: str = "cuda") -> list[
     stopped = False
     try:
         with profiler_session(device_type) as prof:
-            call()
-            if device_type == "cuda":
-                torch.cuda.synchronize()
-            stopped = not profiler_running()
+            entered_ns = time.time_ns()
+            try:
+                call()
+                if device_type == "cuda":
+                    torch.cuda.synchronize()
+            finally:
+                stopped = not profiler_running()
     except Exception:
         if stopped:  # closing a session the solution stopped fails too: the stop is what to report
             raise ProfilerTampered("the profiler was stopped during the solution's call") from None
         raise
     if stopped:
         raise ProfilerTampered("the profiler was stopped during the solution's call")
+    if _restarted(prof, entered_ns):
+        return []
+    kind = torch.autograd.DeviceType.CPU if device_type == "cpu" else torch.autograd.DeviceType.CUDA
     out = []
     for event in prof.function_events:
-        if getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA:
+        if getattr(event, "device_type", None) == kind:
             out.append((event.name, float(event.time_range.end - event.time_range.start)))
     return out
+
+
+def _restarted(prof: Any, entered_ns: int) -> bool:
+    """Whether the session torch handed back began after ours had (the call stopped ours and started its own).
+    Without a start time from torch there is no evidence either way."""
+    try:
+        start = prof.kineto_results.trace_start_ns()
+    except Exception:
+        return False
+    return isinstance(start, int) and start > entered_ns

@@ -222,7 +222,8 @@ _add(
     "frame_or_gc_walk",
     "sys._getframe sys._current_frames sys._current_exceptions inspect.currentframe inspect.stack "
     "inspect.getouterframes inspect.getinnerframes inspect.trace gc.get_objects gc.get_referrers gc.get_referents "
-    "traceback.walk_stack traceback.walk_tb",
+    "traceback.walk_stack traceback.walk_tb traceback.extract_stack traceback.format_stack traceback.print_stack "
+    "traceback.StackSummary",
 )
 _add(
     "dynamic_code",
@@ -260,8 +261,14 @@ _add(
 _add(
     "profiler_use",
     "torch.profiler torch.autograd.profiler torch.autograd.profiler_legacy torch.autograd.profiler_util "
-    "torch._C._autograd torch._C._profiler torch.cuda.profiler torch._C._kineto cupti",
+    "torch._C._autograd torch._C._profiler torch.cuda.profiler torch._C._kineto torch.autograd._profiler_enabled "
+    "torch.autograd._enable_profiler torch.autograd._disable_profiler torch.autograd._prepare_profiler "
+    "torch.autograd._supported_activities torch.autograd._kineto_step torch.autograd.ProfilerState "
+    "torch.autograd.ProfilerConfig torch.autograd.ProfilerActivity triton.profiler cupti",
 )
+#: profiler modules whose import alone starts nothing, and annotations that only label a range in a trace
+_PROFILER_QUIET_IMPORTS = frozenset({"torch.profiler", "torch.autograd.profiler", "torch.cuda.profiler"})
+_PROFILER_ANNOTATIONS = ("record_function",)
 _add("harness_import", "solbench")
 _add(
     "result_channel",
@@ -302,7 +309,8 @@ _PERSIST = re.compile(
 _PERSIST_WORDS = ("ccessPolicy", "hitRatio", "hitProp", "missProp", "hit_ratio", "hit_prop", "ersisting",
                   "PERSISTING", "persisting_l2", "AttrValue", "AccessProperty", "ACCESS_PROPERTY")
 _STREAM_NAME = re.compile(r"cudaStreamCreate|cuStreamCreate|hipStreamCreate|getStreamFromPool")
-_PROFILER_NAME = re.compile(r"\bcupti|cudaProfiler(?:Start|Stop)|cuProfiler(?:Start|Stop)")
+_PROFILER_NAME = re.compile(r"^cupti(?:$|[A-Z])|cudaProfiler(?:Start|Stop)|cuProfiler(?:Start|Stop)")  # identifiers
+_PROFILER_WORDS = re.compile(r"\bcupti\b|\bcupti[A-Z]|cudaProfiler|cuProfiler")  # a file that may hold one
 _LIBC = re.compile(r"\blibc\b|libc\.so|libc\.dylib|msvcrt")
 _PROC = ("/proc/", "/dev/mem", "/dev/kmem", "/dev/port")
 _CPP_HINTS = ("#include", "__global__", "__device__", "TORCH_LIBRARY", "PYBIND11_MODULE", "extern \"C\"")
@@ -816,6 +824,9 @@ class _PyScanner:
 
     def check_name(self, name: str, node: ast.AST, what: str = "uses") -> None:
         for rule in _rules_for(name):
+            if rule == "profiler_use" and ((what == "imports" and name in _PROFILER_QUIET_IMPORTS)
+                                           or name.rsplit(".", 1)[-1] in _PROFILER_ANNOTATIONS):
+                continue  # `from torch.profiler import record_function` and its ranges start no profiler
             self.add(rule, node, f"{what} {name}")
         if self.forbid_exact or self.forbid_prefix:
             hit = name in self.forbid_exact or (self.forbid_prefix and name.startswith(self.forbid_prefix))
@@ -1404,7 +1415,7 @@ _CPP_RULES: list[tuple[re.Pattern[str], str, str, frozenset[str], tuple[str, ...
     (re.compile(r"\b(?:cudaStreamCreate\w*|cuStreamCreate\w*|hipStreamCreate\w*|getStreamFromPool)\b"),
      "untracked_stream", "creates a stream the harness cannot track", frozenset(),
      ("StreamCreate", "getStreamFromPool")),
-    (re.compile(r"\bcupti\w+|\bcudaProfiler(?:Start|Stop)\b|\bcuProfiler(?:Start|Stop)\b"), "profiler_use",
+    (re.compile(r"\bcupti[A-Z]\w*|\bcudaProfiler(?:Start|Stop)\b|\bcuProfiler(?:Start|Stop)\b"), "profiler_use",
      "starts, stops or queries a profiler", frozenset(), ("cupti", "Profiler")),
     (re.compile(r"\bfopen\b|\b(?:std\s*::\s*)?[io]?fstream\b"), "file_io", "opens a file",
      frozenset({"fopen", "fstream", "ifstream", "ofstream"}), ()),
@@ -1552,7 +1563,7 @@ def _scan_one(path: str, content: str, lang: str, policy: Policy) -> list[Findin
         return []  # the build step reports it
     scanner = _PyScanner(path, tree, lang, policy, 0, 0)
     scanner.maybe_idents = bool(_PERSIST.search(content) or _STREAM_NAME.search(content)
-                                or _PROFILER_NAME.search(content))
+                                or _PROFILER_WORDS.search(content))
     try:
         return scanner.run()
     except RecursionError:

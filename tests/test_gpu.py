@@ -180,7 +180,7 @@ def test_reference_on_the_gpu_is_sound_and_not_degenerate(problem):
     torch.cuda.empty_cache()
 
 
-def test_profiler_language_proof():
+def test_profiler_language_proof(tmp_path):
     """With profile_dsl, an honest Triton solution's own kernels carry the device time; a decoy whose Triton
     kernel never runs is caught (by the profiler's no_dsl_kernel, or the ghost replay before it)."""
     from solbench.problems.problem import load_problem
@@ -192,9 +192,25 @@ def test_profiler_language_proof():
     assert honest.verdict == "passed", [(w.uuid, w.verdict, w.message) for w in honest.workloads]
     assert all(w.dsl_share is not None and w.dsl_share > 0.5 for w in honest.workloads), \
         [w.dsl_share for w in honest.workloads]
+    assert "language_proof_unavailable" not in honest.warnings, honest.warnings
     decoy = evaluate(problem, load_solution(tests / "exploits" / "12_decoy_kernel_triton.py", problem.name),
                      EvalOptions(device="cuda", baselines=(), profile_dsl=True, static_checks=False))
     assert decoy.verdict == "reward_hack" and {"no_dsl_kernel", "ghost_replay"} & set(decoy.reasons), decoy.reasons
+    # past the static scan: Triton only while a profiler records is a ghost-replay catch (the ghost call is not
+    # profiled), and stopping the harness's profiler is profiler_tamper
+    aware = evaluate(problem, load_solution(tests / "exploits" / "12_profiler_aware_triton.py", problem.name),
+                     EvalOptions(device="cuda", baselines=(), static_checks=False))
+    assert aware.verdict == "reward_hack" and "ghost_replay" in aware.reasons, aware.reasons
+    stopper = tmp_path / "stops_the_profiler.py"
+    stopper.write_text((tests / "honest" / "online_softmax_triton.py").read_text() + (
+        "\n\nimport torch as _t\n_honest_run = run\n\n\n"
+        "def run(*args):\n"
+        "    if _t._C._autograd._profiler_enabled():\n"
+        "        _t._C._autograd._disable_profiler()\n"
+        "    return _honest_run(*args)\n"))
+    stopped = evaluate(problem, load_solution(stopper, problem.name),
+                       EvalOptions(device="cuda", baselines=(), static_checks=False))
+    assert stopped.verdict == "reward_hack" and "profiler_tamper" in stopped.reasons, stopped.reasons
 
 
 def test_each_solution_has_its_own_triton_cache(axpy):

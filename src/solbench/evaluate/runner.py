@@ -655,8 +655,9 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
     if res.dsl_share is not None and res.dsl_share < 0.5:
         res.warnings.append("dsl_share_low")  # most device time went to kernels that are not the solution's own
     if proof_expected and res.verdict == "passed" and res.dsl_share is None:
-        # the profiled call ran but the profiler saw no device work: it could not run here (its error is in the
-        # candidate's log), so the language proof rests on the ghost replay alone
+        # the profiled call ran but gave no device work: the profiler could not run (its error is in the
+        # candidate's log), the call launched nothing, or it replaced the harness's session; the language proof
+        # rests on the ghost replay alone
         res.warnings.append("language_proof_unavailable")
     # baselines
     for kind, field_name in (("eager", "eager_ms"), ("compile", "compile_ms"), ("baseline_file", "baseline_file_ms")):

@@ -39,7 +39,9 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 def _made_alike(a, b) -> bool:
-    keys = ("timing_hold", "torch", "triton", "cuda", "driver")
+    """Same timing protocol, software, harness code and language-proof mode (evaluations stored before the last
+    two were recorded have neither, and match each other only)."""
+    keys = ("timing_hold", "torch", "triton", "cuda", "driver", "harness", "profile_dsl")
     ea, eb = a.environment or {}, b.environment or {}
     return all(ea.get(k) == eb.get(k) for k in keys)
 

@@ -134,8 +134,13 @@ def test_a_forged_call_reply_does_not_pass(axpy):
     assert w.verdict != "passed", (w.verdict, w.reasons, w.message)
 
 
-def test_the_evaluation_records_the_isolation_its_candidate_got(axpy):
+def test_the_evaluation_records_its_isolation_and_what_made_it(axpy):
     sol = load_solution(AXPY / "solutions" / "torch_ok.py", axpy.name)
-    assert _eval(axpy, sol, sandbox="none").environment["sandbox"] == "rlimits"
+    env = _eval(axpy, sol, sandbox="none").environment
+    assert env["sandbox"] == "rlimits"
+    # and what made it: the harness code and the language proof's mode, beside the software versions
+    from solbench.evaluate.runner import harness_digest
+
+    assert env["harness"] == harness_digest() and env["profile_dsl"] == "one"
     if namespaces_available():
         assert _eval(axpy, sol, sandbox="auto").environment["sandbox"] == "namespaces"

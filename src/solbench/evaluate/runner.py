@@ -508,6 +508,9 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
                                           else "rlimits")
         env["worker_ready_s"] = cand.ready_s
         env["timing_hold"] = opts.timing.hold
+        # what made this evaluation, so that evaluations are compared only with ones made alike
+        env["harness"] = harness_digest()
+        env["profile_dsl"] = profile_mode(opts.profile_dsl)
         env["candidate_ready_s"] = cand.candidate_ready_s
         if cand.candidate_restarts:
             env["candidate_restarts"] = cand.candidate_restarts

@@ -48,10 +48,10 @@ def _made_alike(a, b) -> bool:
 
 def analyse(store: Store) -> dict:
     """Pair each (problem, solution)'s latest evaluation with the latest one before it made the same way (the
-    same timing protocol and software versions). On a fresh machine that is the `run` stage's, which pays for
-    the first compiles and the baseline measurements; the latest is the steady state whose cost the targets
-    speak of. Evaluations made another way (older code in a carried database, the other timing protocol) are
-    neither costed nor compared."""
+    same timing protocol, software versions, harness code and language-proof mode: `_made_alike`). On a fresh
+    machine that is the `run` stage's, which pays for the first compiles and the baseline measurements; the
+    latest is the steady state whose cost the targets speak of. Evaluations made another way (older code in a
+    carried database, the other timing protocol) are neither costed nor compared."""
     by_key: dict[tuple[str, str], list] = {}
     for eid in store.evaluation_ids():
         ev, _ = store.evaluation(eid)

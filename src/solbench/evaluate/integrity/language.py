@@ -1,12 +1,13 @@
 """Language proof by the profiler: the solution's own DSL kernels must do the device work.
 
-For a Triton solution on the GPU, right after a checked call, one more call on copies of its inputs runs under
-the PyTorch profiler (CUDA activity: kernel names and device times; its outputs are not used). The kernels whose
-names are those of the solution's own ``@triton.jit`` functions make up its *DSL share* of the call's device time. A share of zero means no kernel of the solution's ran while
-other kernels did the work (``no_dsl_kernel``); a small share is reported as a warning, since glue work in
-PyTorch (allocation, a transpose) is legitimate. The ghost replay (``dynamic.ghost_mode``) is the other half of
-the proof: it shows the DSL kernels' output is used. By default one workload per solution is profiled, chosen
-from the run's secret seed (``EvalOptions.profile_dsl``: "one", "all" or "off").
+For a Triton solution on the GPU, right after a checked call, one more call on copies of its inputs runs under the
+PyTorch profiler (CUDA activity: kernel names and device times; its outputs are not used). The kernels whose names
+are those of the solution's own ``@triton.jit`` functions make up its *DSL share* of the call's device time. A
+share of zero means no kernel of the solution's ran while other kernels did the work (``no_dsl_kernel``); a small
+share is reported as a warning, since glue work in PyTorch (allocation, a transpose) is legitimate. The ghost
+replay (``dynamic.ghost_mode``) is the other half of the proof: it shows the DSL kernels' output is used. By
+default one workload per solution is profiled, chosen from the run's secret seed (``EvalOptions.profile_dsl``:
+"one", "all" or "off").
 """
 
 from __future__ import annotations

@@ -120,29 +120,10 @@ def test_wall_time_far_above_its_own_events_is_hidden_work(axpy):
 def test_a_language_proof_that_could_not_run_is_a_warning(axpy):
     r = {"uuid": "axpy-small", "verdict": "passed", "reasons": [], "timing_method": "cuda_events",
          "samples_ms": [2.5] * 20, "wall_ms": [2.6] * 3}
-    unseen = _judge(axpy, "axpy-small", r, BASE, WORK, CEIL, None, proof_expected=True)
+    # the worker marks the workload whose call it ran under the profiler
+    unseen = _judge(axpy, "axpy-small", dict(r, profiled=True), BASE, WORK, CEIL, None)
     assert unseen.verdict == "passed" and "language_proof_unavailable" in unseen.warnings
-    seen = _judge(axpy, "axpy-small", dict(r, dsl_share=0.9), BASE, WORK, CEIL, None, proof_expected=True)
+    seen = _judge(axpy, "axpy-small", dict(r, profiled=True, dsl_share=0.9), BASE, WORK, CEIL, None)
     assert "language_proof_unavailable" not in seen.warnings
     assert "language_proof_unavailable" not in _judge(axpy, "axpy-small", r, BASE, WORK, CEIL, None).warnings
 
-
-def test_the_profiled_workload_is_known_to_the_trusted_side():
-    from solbench.evaluate.runner import WorkerOutcome, _proof_expected
-    from solbench.evaluate.worker import _profiled
-
-    pairs = [(0, f"w{i}") for i in range(5)]
-    job = {"device": "cuda", "seed": 11, "pairs": [list(p) for p in pairs], "profile_dsl": "one"}
-    one = WorkerOutcome(attempt_pairs=[pairs], answered_by={p: 0 for p in pairs})
-    picked = [u for _, u in pairs if _proof_expected(job, one, "triton", u)]
-    assert len(picked) == 1 and _profiled(job, picked[0])
-    assert not any(_proof_expected(job, one, "pytorch", u) for _, u in pairs)
-    assert not any(_proof_expected(dict(job, device="cpu"), one, "triton", u) for _, u in pairs)
-    assert not any(_proof_expected(dict(job, profile_dsl="off"), one, "triton", u) for _, u in pairs)
-    # a fresh worker took over after the first answered two pairs: it picked among the three it was given
-    left = pairs[2:]
-    two = WorkerOutcome(attempt_pairs=[pairs, left], answered_by={**{p: 0 for p in pairs[:2]}, **{p: 1 for p in left}})
-    resumed = dict(job, pairs=[list(p) for p in left])
-    want = {u for _, u in pairs[:2] if _profiled(job, u)} | {u for _, u in left if _profiled(resumed, u)}
-    assert {u for _, u in pairs if _proof_expected(job, two, "triton", u)} == want
-    assert not _proof_expected(job, WorkerOutcome(), "triton", "w0")  # no answer, no expectation

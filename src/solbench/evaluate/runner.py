@@ -88,10 +88,6 @@ class WorkerOutcome:
     sandbox: str | None = None  # the isolation the candidate's process got: "namespaces" or "rlimits"
     candidate_log: str = ""
     candidate_restarts: int = 0
-    #: the pairs each trusted worker of the job was given (more than one worker after a crash, a lost context or
-    #: a hang: each takes the pairs left), and which of them answered each pair
-    attempt_pairs: list[list[tuple[int, str]]] = field(default_factory=list)
-    answered_by: dict[tuple[int, str], int] = field(default_factory=dict)
 
     def for_subject(self, index: int) -> dict[str, dict[str, Any]]:
         return {uuid: r for (i, uuid), r in self.results.items() if i == index}
@@ -241,7 +237,6 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
     job = dict(job, workdir=job.get("workdir") or str(workdir))
     while pending and attempts <= len(job["pairs"]):
         attempts += 1
-        outcome.attempt_pairs.append(list(pending))
         job_path = workdir / f"job-{attempts}.json"
         job_path.write_text(json.dumps(dict(job, pairs=pending)))
         spawned = time.perf_counter()
@@ -293,7 +288,6 @@ def run_worker(job: dict[str, Any], opts: EvalOptions, workdir: Path) -> WorkerO
                     key = (msg.get("subject"), msg.get("uuid"))
                     if key in pending:
                         outcome.results[key] = _checked(msg)
-                        outcome.answered_by[key] = len(outcome.attempt_pairs) - 1
                         pending.remove(key)
                     deadline = time.monotonic() + per_workload
                 elif kind == "fatal":
@@ -525,7 +519,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
     results: list[WorkloadResult] = []
     for uuid in uuids:
         results.append(_judge(problem, uuid, cand.results.get((0, uuid)), base, work.get(uuid), datasheet,
-                              opts.calibrated, proof_expected=_proof_expected(cand_job, cand, language.name, uuid)))
+                              opts.calibrated))
     verdicts = [r.verdict for r in results]
     ev = Evaluation(
         problem=problem.name, problem_dir=str(problem.directory), problem_digest=problem.digest(),
@@ -594,21 +588,8 @@ def _hack(res: WorkloadResult, code: str, message: str) -> None:
         res.reasons.append(code)
 
 
-def _proof_expected(job: dict[str, Any], outcome: WorkerOutcome, language: str, uuid: str) -> bool:
-    """Whether the trusted worker that answered this workload ran the language proof's profiled call on it
-    (worker._profiled decides, for DSL solutions on the GPU, among the pairs that worker was given)."""
-    from solbench.evaluate.worker import _profiled
-
-    attempt = outcome.answered_by.get((0, uuid))
-    if attempt is None or not str(job.get("device", "")).startswith("cuda") or language != "triton":
-        return False
-    pairs = [list(p) for p in outcome.attempt_pairs[attempt]]
-    return _profiled(dict(job, pairs=pairs), uuid)
-
-
 def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str, dict[str, dict[str, Any]]],
-           work: Work | str | None, datasheet: Ceilings, calibrated: Ceilings | None,
-           proof_expected: bool = False) -> WorkloadResult:
+           work: Work | str | None, datasheet: Ceilings, calibrated: Ceilings | None) -> WorkloadResult:
     w = problem.workload(uuid)
     r = r or {"verdict": "runtime_error", "reasons": ["no_result"]}
     res = WorkloadResult(uuid=uuid, label=w.label, axes=problem.definition.resolve_axes(w.axes),
@@ -662,7 +643,7 @@ def _judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str
         res.warnings.append("interpreted")
     if res.dsl_share is not None and res.dsl_share < 0.5:
         res.warnings.append("dsl_share_low")  # most device time went to kernels that are not the solution's own
-    if proof_expected and res.verdict == "passed" and res.dsl_share is None:
+    if r.get("profiled") and res.verdict == "passed" and res.dsl_share is None:
         # the profiled call ran but gave no device work: the profiler could not run (its error is in the
         # candidate's log), the call launched nothing, or it replaced the harness's session; the language proof
         # rests on the ghost replay alone

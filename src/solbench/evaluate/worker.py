@@ -638,6 +638,8 @@ def _judge_workload(ctx: Context, subject, uuid: str) -> dict[str, Any]:
             got = judged(base, first, f"draw {d}")
             if got is None:
                 break
+            if profiled and ctx.dev.type == "cuda":
+                result["profiled"] = True  # the trusted side warns when this call gave the proof no evidence
             if profiled and first.dsl_share is not None:
                 result["dsl_share"] = first.dsl_share
                 if first.dsl_share == 0.0:

@@ -210,10 +210,11 @@ def compare(outputs: list[Any], refs: list[Any], anchors: list[Any], names: list
                         # top-k and sort pick each position once: a repeated index would let one tied value
                         # stand in for another
                         return _fail("incorrect_numerical", f"{name}: the same index picked twice along dim {dim}")
-                picked = torch.gather(src.to(torch.float64), dim, got.to(torch.int64))
+                src64 = src.to(torch.float64)
+                picked = torch.gather(src64, dim, got.to(torch.int64))
                 # the input at the candidate's indices must equal the input at the reference's: exactly unless the
                 # mode gives a tolerance (ties between equal values pass; an approximate sort does not)
-                expected = torch.gather(src.to(torch.float64), dim, ref.to(torch.int64))
+                expected = torch.gather(src64, dim, ref.to(torch.int64))
                 c = compare_output(f"{name} (inputs at these indices)", picked, expected, expected, torch.float64,
                                    Tolerance(atol=float(mode.get("atol", 0.0)), rtol=float(mode.get("rtol", 0.0)),
                                              matched_ratio=1.0))

@@ -195,10 +195,7 @@ class CandidateProcess:
         return f"the candidate's process ended ({why}); log tail: {self.log_tail(800)}"
 
     def log_tail(self, n: int) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
+        return read_tail(self.log_path, n)
 
     def stop(self) -> None:
         if self.proc is None:
@@ -210,6 +207,14 @@ class CandidateProcess:
             pass
         end_process(self.proc, 2, self._cmd.close, lambda: os.close(self._reply_fd))
         self.proc = None
+
+
+def read_tail(path: Path, n: int) -> str:
+    """The last ``n`` characters of a log file ("" when there is none)."""
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
 
 
 def end_process(proc: Any, grace_s: float, *closers) -> None:

@@ -150,7 +150,6 @@ class LocalSubject:
 
     def __init__(self, ctx: Context, fn: Callable | None, compile_per_workload: bool = False):
         self.ctx = ctx
-        self.fn = fn
         self.compile_per_workload = compile_per_workload
         self.call_fn = fn
 
@@ -359,7 +358,7 @@ class RemoteSubject:
         count = reply.get("count")
         if isinstance(count, int) and count != len(shapes) and len(outputs) == len(shapes):
             outputs.append("an extra output")  # the count mismatch is judged as incorrect_shape
-        after = [arena.view(s).clone() if "offset" in s else s["value"] for s in in_slots]
+        after = _read_back(arena, in_slots)
         codes = [c for c in reply.get("codes", []) if isinstance(c, str)][:10]
         peak = reply.get("peak_memory_bytes")  # the candidate's own report: informational
         share = reply.get("dsl_share")
@@ -379,10 +378,7 @@ class RemoteSubject:
         out_bytes = sum(nbytes_for(s, d) for s, d in shapes)
         arena = self._lend(per_set * len(sets) + n_keep * (2 * per_set + out_bytes))
         set_slots = [[arena.put(x) for x in one] for one in sets]
-        kept_slots = [{"given": [arena.reserve(x.shape, x.dtype) if hasattr(x, "shape") else {"value": x}
-                                 for x in sets[0]],
-                       "after": [arena.reserve(x.shape, x.dtype) if hasattr(x, "shape") else {"value": x}
-                                 for x in sets[0]],
+        kept_slots = [{"given": _room_for(arena, sets[0]), "after": _room_for(arena, sets[0]),
                        "outputs": [arena.reserve(s, d) for s, d in shapes]} for _ in range(n_keep)]
         self._settle()
         llc = int(self.ctx.job.get("llc_bytes", 64 << 20))
@@ -411,8 +407,8 @@ class RemoteSubject:
         for item, slot in zip(reply.get("kept") or [], kept_slots):
             if not isinstance(item, dict) or not isinstance(item.get("call"), int):
                 return Timed(codes=["result_forgery"], message="malformed kept-call record")
-            given = [arena.view(s).clone() if "offset" in s else s["value"] for s in slot["given"]]
-            after = [arena.view(s).clone() if "offset" in s else s["value"] for s in slot["after"]]
+            given = _read_back(arena, slot["given"])
+            after = _read_back(arena, slot["after"])
             kept.append((item["call"], given, after, self._outputs(item.get("outputs") or [], slot["outputs"])))
         if not kept and not codes:
             return Timed(codes=["result_forgery"], message="no timed call was kept for re-checking")
@@ -557,10 +553,12 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
         if lost:
             chan.send(type="lost", message="CUDA context lost")
             return 1
+    from solbench.evaluate.sandbox import read_tail
+
     for i, subject in built.items():
         subject.close()
         if isinstance(subject, RemoteSubject):
-            chan.send(type="candidate", subject=i, restarts=subject.restarts, log=_read_tail(subject.log_path))
+            chan.send(type="candidate", subject=i, restarts=subject.restarts, log=read_tail(subject.log_path, 20000))
     chan.send(type="done")
     return 0
 
@@ -722,11 +720,14 @@ def _judge_workload(ctx: Context, subject, uuid: str) -> dict[str, Any]:
     return result
 
 
-def _read_tail(path: Path, n: int = 20000) -> str:
-    try:
-        return path.read_text(errors="replace")[-n:]
-    except OSError:
-        return ""
+def _read_back(arena, slots: list[dict[str, Any]]) -> list[Any]:
+    """Copies of what the slots hold now (a plain value slot holds its value)."""
+    return [_clone(arena.view(s)) for s in slots]
+
+
+def _room_for(arena, xs: list[Any]) -> list[dict[str, Any]]:
+    """A slot for each tensor shaped like it (plain values travel in the slot description)."""
+    return [arena.reserve(x.shape, x.dtype) if hasattr(x, "shape") else {"value": x} for x in xs]
 
 
 def _clone(x):

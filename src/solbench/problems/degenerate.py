@@ -62,29 +62,31 @@ def check_workload(problem: Problem, workload: Workload, device: str = "cpu", se
     def inputs_for(s: int) -> list[Any]:
         return make_inputs(d, workload, s, device, problem.directory, custom)
 
-    def passes(candidate: torch.Tensor, idx: int, ref: Any, anchor: Any) -> bool:
+    dtypes = [torch_dtype(s.dtype) for _, s in out_specs]
+
+    def passes(candidate: torch.Tensor, idx: int) -> bool:
+        """Whether ``candidate`` in place of output ``idx`` passes the check of this draw (``ref``, ``anchor``)."""
         name, spec = out_specs[idx]
         tol = tolerance_for(spec.dtype, d.tolerance, workload.tolerance, tf32=d.allow_tf32)
-        c = compare_output(name, candidate, ref, anchor, torch_dtype(spec.dtype), tol)
+        c = compare_output(name, candidate, ref[idx], anchor[idx], dtypes[idx], tol)
         if accept is None or c.ok:
             return c.ok
         # the problem's own acceptor judges the shortcut beside the reference's other outputs, as in evaluation
-        outs = list(base_ref)
+        outs = list(ref)
         outs[idx] = candidate
-        return accept_alternative(c, accept, dict(zip(d.inputs, base)), outs, base_ref,
-                                  [torch_dtype(s.dtype) for _, s in out_specs]).ok
+        return accept_alternative(c, accept, named, outs, ref, dtypes).ok
 
     base = inputs_for(seed)
+    named = dict(zip(d.inputs, base))
     with torch.no_grad():
+        # the outputs, then the in-place inputs as the call left them, as evaluation passes them
         ref = _outputs(run, base, inplace)
-        base_ref = ref  # the outputs, then the in-place inputs as the call left them, as evaluation passes them
         anchor = _outputs(run, _upcast(base), inplace)
         other = _outputs(run, inputs_for(seed + 1), inplace)
     for i, (name, _spec) in enumerate(out_specs[: len(ref)]):
         r = ref[i]
         if not isinstance(r, torch.Tensor) or r.numel() == 0:
             continue
-        a = anchor[i]
         shortcuts: dict[str, torch.Tensor] = {"zeros": torch.zeros_like(r), "another seed's output": other[i]}
         if r.is_floating_point() and isinstance(other[i], torch.Tensor) and other[i].numel():
             # a constant fixed before seeing this draw's inputs: another draw's mean (this draw's own mean of a
@@ -92,12 +94,12 @@ def check_workload(problem: Problem, workload: Workload, device: str = "cpu", se
             shortcuts["a constant (another draw's mean)"] = torch.full_like(r, float(other[i].double().mean()))
         for label, fake in shortcuts.items():
             if isinstance(fake, torch.Tensor) and fake.shape == r.shape and fake.dtype == r.dtype \
-                    and passes(fake, i, r, a):
+                    and passes(fake, i):
                 found.append(Finding(problem.name, workload.uuid, "constant_output",
                                      f"output {name}: returning {label} passes the check"))
                 break
         for in_name, x in zip(d.inputs, base):
-            if isinstance(x, torch.Tensor) and x.shape == r.shape and x.dtype == r.dtype and passes(x.clone(), i, r, a):
+            if isinstance(x, torch.Tensor) and x.shape == r.shape and x.dtype == r.dtype and passes(x.clone(), i):
                 found.append(Finding(problem.name, workload.uuid, "input_passthrough",
                                      f"output {name}: returning input {in_name} passes the check"))
     # sensitivity: redraw one input at a time
@@ -114,7 +116,7 @@ def check_workload(problem: Problem, workload: Workload, device: str = "cpu", se
                 changed = _outputs(run, mixed, inplace)
             except Exception:
                 continue  # some inputs are only valid together (lengths and tables); not a degenerate sign
-            if all(isinstance(c, torch.Tensor) and passes(c, i, ref[i], anchor[i])
+            if all(isinstance(c, torch.Tensor) and passes(c, i)
                    for i, c in enumerate(changed[: len(ref)]) if isinstance(ref[i], torch.Tensor)):
                 found.append(Finding(problem.name, workload.uuid, "insensitive_input",
                                      f"redrawing input {in_name} leaves every output within tolerance"))

@@ -114,9 +114,9 @@ def profile_kernels(call: Callable[[], Any], device_type: str = "cuda") -> list[
             finally:
                 stopped = not profiler_running()
     except Exception:
-        if stopped:  # closing a session the solution stopped fails too: the stop is what to report
-            raise ProfilerTampered("the profiler was stopped during the solution's call") from None
-        raise
+        if not stopped:
+            raise
+        # closing a session the solution stopped fails too: the stop is what to report
     if stopped:
         raise ProfilerTampered("the profiler was stopped during the solution's call")
     if _restarted(prof, entered_ns):

@@ -43,8 +43,13 @@ def nbytes_of(x: Any) -> int:
     return _align(x.numel() * x.element_size()) if isinstance(x, torch.Tensor) else 0
 
 
+def raw_nbytes(shape, dtype: torch.dtype) -> int:
+    """Bytes of a dense tensor of this shape and dtype (no alignment)."""
+    return int(torch.Size(shape).numel()) * dtype.itemsize
+
+
 def nbytes_for(shape, dtype: torch.dtype) -> int:
-    return _align(int(torch.Size(shape).numel()) * torch.empty((), dtype=dtype).element_size())
+    return _align(raw_nbytes(shape, dtype))
 
 
 def _ipc_pool_context():
@@ -63,7 +68,6 @@ class Arena:
 
     def __init__(self, nbytes: int, device: torch.device, directory: str | os.PathLike):
         nbytes = max(_align(nbytes), ALIGN)
-        self.device = device
         self.used = 0
         self.path: str | None = None
         if device.type == "cuda":
@@ -123,7 +127,7 @@ def view(buf: torch.Tensor, spec: dict[str, Any]) -> Any:
         return spec["value"]
     dtype = dtype_from_name(spec["dtype"])
     shape = [int(s) for s in spec["shape"]]
-    n = int(torch.Size(shape).numel()) * torch.empty((), dtype=dtype).element_size()
+    n = raw_nbytes(shape, dtype)
     off = int(spec["offset"])
     if off < 0 or off + n > buf.numel():
         raise ValueError("slot outside the arena")

@@ -17,9 +17,10 @@ from typing import Any
 
 import torch
 
+from solbench.evaluate.arena import ALIGN, raw_nbytes
+
 SLOTS = 61  # distinct offsets per arena (prime, so offsets and value sets do not cycle together)
 KEPT_CALLS = 4  # at most: three calls picked at random, and the last
-ALIGN = 256
 
 
 @dataclass
@@ -50,8 +51,7 @@ class TimedInputs:
                                                 device=self.device))
             else:
                 self._arenas.append(None)
-        self._out_arenas = [torch.empty(int(torch.Size(s).numel()) * torch.empty((), dtype=d).element_size()
-                                        + SLOTS * ALIGN, dtype=torch.uint8, device=self.device)
+        self._out_arenas = [torch.empty(raw_nbytes(s, d) + SLOTS * ALIGN, dtype=torch.uint8, device=self.device)
                             for s, d in self.dps_specs]
         self.current: tuple[list[Any], list[torch.Tensor]] = ([], [])
         self._last_call = -1
@@ -59,7 +59,7 @@ class TimedInputs:
 
     @staticmethod
     def _view(arena: torch.Tensor, slot: int, shape, dtype: torch.dtype) -> torch.Tensor:
-        n = int(torch.Size(shape).numel()) * torch.empty((), dtype=dtype).element_size()
+        n = raw_nbytes(shape, dtype)
         off = slot * ALIGN
         return arena[off: off + n].view(dtype).view(shape)
 

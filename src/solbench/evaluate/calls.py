@@ -1,5 +1,6 @@
-"""One call of a subject, as both sides of an evaluation see it: its result as a list of outputs, its failure
-as a short traceback, and whether the process's CUDA context survived it."""
+"""One call of a subject, as both sides of an evaluation see it: its result as a list of outputs, its arguments
+copied, its failure as a short traceback, whether the process's CUDA context survived it, and the float32 math
+mode it runs under."""
 
 from __future__ import annotations
 
@@ -14,6 +15,20 @@ def as_list(result: Any) -> list[Any]:
     if isinstance(result, (tuple, list)):
         return list(result)
     return [result]
+
+
+def copied(x: Any) -> Any:
+    """A tensor's copy (plain values are passed as they are)."""
+    import torch
+
+    return x.clone() if isinstance(x, torch.Tensor) else x
+
+
+def set_tf32(torch, on: bool) -> None:
+    """TF32 for float32 matmuls and convolutions only where the problem opts in."""
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+    torch.set_float32_matmul_precision("high" if on else "highest")
 
 
 def cuda_healthy(torch) -> bool:

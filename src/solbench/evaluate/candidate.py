@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.evaluate.calls import as_list as _as_list
-from solbench.evaluate.calls import cuda_healthy
+from solbench.evaluate.calls import copied, cuda_healthy, set_tf32
 from solbench.evaluate.calls import short_traceback as _short_tb
 
 
@@ -65,10 +65,7 @@ class Candidate:
 
         self.torch = torch
         self.dynamic = dynamic
-        tf32 = bool(load.get("tf32"))
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
-        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        set_tf32(torch, bool(load.get("tf32")))
         self.dev = torch.device(self.device_name)
         if self.dev.type == "cuda":
             torch.zeros(1, device=self.dev)  # the CUDA context, before the solution's import is timed
@@ -261,7 +258,7 @@ class Candidate:
         buf = self.arena(msg)
         given = [view(buf, s) for s in msg["inputs"]]
         # the candidate works on its own copies, at addresses of this process's allocator
-        inputs = [x.clone() if isinstance(x, self.torch.Tensor) else x for x in given]
+        inputs = [copied(x) for x in given]
         self.sync()  # the copies are complete before the call, whichever stream the call reads them on
         ghost = msg.get("mode") == "ghost"
         before = None
@@ -306,7 +303,7 @@ class Candidate:
         """One more call under the profiler: the solution's DSL kernels' share of the device time."""
         from solbench.evaluate.integrity import language
 
-        inputs = [x.clone() if isinstance(x, self.torch.Tensor) else x for x in given]
+        inputs = [copied(x) for x in given]
         self.sync()
         raised: list[BaseException] = []
 
@@ -341,8 +338,7 @@ class Candidate:
 
         torch = self.torch
         buf = self.arena(msg)
-        sets = [[x.clone() if isinstance(x, torch.Tensor) else x for x in (view(buf, s) for s in one)]
-                for one in msg["sets"]]
+        sets = [[copied(view(buf, s)) for s in one] for one in msg["sets"]]
         out_slots = msg["outputs"]
         dps_specs = [(tuple(s["shape"]), dtype_from_name(s["dtype"])) for s in out_slots] if self.dps else []
         pool = TimedInputs(sources=sets, dps_specs=dps_specs, device=self.dev)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from solbench.evaluate.calls import as_list as _as_list
+from solbench.evaluate.calls import copied, set_tf32
 from solbench.evaluate.calls import cuda_healthy as _cuda_healthy
 from solbench.evaluate.calls import short_traceback as _short_tb
 
@@ -125,7 +126,7 @@ class Context:
 
     def reference_of(self, given: list[Any]) -> tuple[list[Any], list[Any]]:
         """The reference's outputs on copies of ``given``, and its float64 anchor."""
-        ref_in = [_clone(x) for x in given]
+        ref_in = [copied(x) for x in given]
         ref = self.with_inplace(_as_list(self.reference(*ref_in)), ref_in)
         anc_in = [_upcast(x, self.torch) for x in given]
         anchor = self.with_inplace(_as_list(self.reference(*anc_in)), anc_in)
@@ -165,7 +166,7 @@ class LocalSubject:
 
     def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal", profile: bool = False) -> Called:
         torch = self.ctx.torch
-        used = [_clone(x) for x in inputs]
+        used = [copied(x) for x in inputs]
         cuda = self.ctx.dev.type == "cuda"
         try:
             if cuda:
@@ -503,10 +504,7 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
         from solbench.problems.workload import Workload
 
         problem.workloads.extend(Workload.model_validate(x) for x in job["extra_workloads"])
-    tf32 = bool(problem.definition.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    set_tf32(torch, bool(problem.definition.allow_tf32))
     chan.send(type="env", **_environment(torch, job["device"]))
     ctx = Context(job, torch, problem, torch.device(job["device"]), zygote)
 
@@ -722,7 +720,7 @@ def _judge_workload(ctx: Context, subject, uuid: str) -> dict[str, Any]:
 
 def _read_back(arena, slots: list[dict[str, Any]]) -> list[Any]:
     """Copies of what the slots hold now (a plain value slot holds its value)."""
-    return [_clone(arena.view(s)) for s in slots]
+    return [copied(arena.view(s)) for s in slots]
 
 
 def _room_for(arena, xs: list[Any]) -> list[dict[str, Any]]:
@@ -730,16 +728,10 @@ def _room_for(arena, xs: list[Any]) -> list[dict[str, Any]]:
     return [arena.reserve(x.shape, x.dtype) if hasattr(x, "shape") else {"value": x} for x in xs]
 
 
-def _clone(x):
-    import torch
-
-    return x.clone() if isinstance(x, torch.Tensor) else x
-
-
 def _upcast(x, torch):
     if isinstance(x, torch.Tensor) and x.is_floating_point():
         return x.to(torch.float64)
-    return _clone(x)
+    return copied(x)
 
 
 def _environment(torch, device: str) -> dict[str, Any]:

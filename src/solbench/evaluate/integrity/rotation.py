@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from solbench.evaluate.arena import ALIGN, raw_nbytes
+from solbench.evaluate.calls import copied
 
 SLOTS = 61  # distinct offsets per arena (prime, so offsets and value sets do not cycle together)
 KEPT_CALLS = 4  # at most: three calls picked at random, and the last
@@ -117,8 +118,7 @@ class TimedInputs:
             produced = []
         else:
             produced = list(result) if isinstance(result, (tuple, list)) else [result]
-        self.kept.append(Kept(call=k, inputs_after=[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs],
-                              outputs=[x.clone() if isinstance(x, torch.Tensor) else x for x in produced]))
+        self.kept.append(Kept(call=k, inputs_after=[copied(x) for x in inputs], outputs=[copied(x) for x in produced]))
 
     def keep_last(self, result: Any = None) -> None:
         if self._last_call >= 0 and all(kp.call != self._last_call for kp in self.kept):

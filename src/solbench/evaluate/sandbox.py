@@ -140,13 +140,7 @@ class CandidateProcess:
                                     start_new_session=True, preexec_fn=self._limits)
 
     def _limits(self) -> None:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (self.spec.max_file_bytes, self.spec.max_file_bytes))
-        if self.spec.device == "cpu":
-            n = self.spec.max_address_space_bytes
-            resource.setrlimit(resource.RLIMIT_AS, (n, n))
+        _apply_limits(self.spec.device, self.spec.max_file_bytes, self.spec.max_address_space_bytes)
 
     def request(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Send one command, wait for its one-line reply."""
@@ -310,12 +304,7 @@ class Zygote:
 def _zygote_serve(sock, namespaces: bool) -> None:
     import socket
 
-    for fd in range(3, _max_fd()):  # nothing of the trusted worker's (its result pipe above all) stays open here
-        if fd != sock.fileno():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    _close_fds_but({sock.fileno()})  # nothing of the trusted worker's (its result pipe above all) stays open
     try:  # the imports a candidate needs, paid once
         import torch  # noqa: F401
 
@@ -364,6 +353,27 @@ def _zygote_serve(sock, namespaces: bool) -> None:
         for fd in fds:
             os.close(fd)
         sock.sendall(f"{pid}\n".encode())
+
+
+def _apply_limits(device: str, max_file_bytes: int, max_address_space_bytes: int) -> None:
+    """No core files, bounded file sizes, and on the CPU bounded memory (a GPU context needs a large address
+    space)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+    if device == "cpu":
+        resource.setrlimit(resource.RLIMIT_AS, (max_address_space_bytes, max_address_space_bytes))
+
+
+def _close_fds_but(keep: set[int]) -> None:
+    """Close every descriptor above stderr except ``keep``."""
+    for fd in range(3, _max_fd()):
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _max_fd() -> int:
@@ -462,13 +472,7 @@ def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int
     os.dup2(null, 0)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
-    keep = {0, 1, 2, cmd_r, reply_w}
-    for fd in range(3, _max_fd()):
-        if fd not in keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    _close_fds_but({cmd_r, reply_w})
     if spec["namespaces"]:
         _enter_namespaces()
     pid = os.fork()  # with namespaces, the child is process 1 of the new PID namespace
@@ -480,14 +484,7 @@ def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int
     _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")  # dies with its parent
     if spec["namespaces"]:
         _mount_private(spec["staged"])
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    n = int(spec["max_file_bytes"])
-    resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
-    if spec["device"] == "cpu":
-        n = int(spec["max_address_space_bytes"])
-        resource.setrlimit(resource.RLIMIT_AS, (n, n))
+    _apply_limits(spec["device"], int(spec["max_file_bytes"]), int(spec["max_address_space_bytes"]))
     os.chdir(spec["workdir"])
     os.environ.clear()
     os.environ.update(spec["env"])

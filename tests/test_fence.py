@@ -49,7 +49,7 @@ def fake_torch():
 
 def candidate():
     torch, state = fake_torch()
-    c = SimpleNamespace(torch=torch, streams=[], in_candidate=[True], timed_stream=[None])
+    c = SimpleNamespace(torch=torch, streams=[], in_candidate=True, timed_stream=None)
     c.fence = lambda streams: Candidate.fence(c, streams)
     Candidate._track_streams(c)
     return c, torch, state
@@ -58,19 +58,19 @@ def candidate():
 def test_streams_made_at_import_are_fenced_behind_the_start_of_each_timed_call():
     c, torch, state = candidate()
     side = torch.cuda.Stream()  # the solution's import
-    c.in_candidate[0] = False
+    c.in_candidate = False
     assert [s.cuda_stream for s in c.streams] == [side.cuda_stream] and not side.waits  # no call yet, no fence
-    c.timed_stream[0] = torch.cuda.current_stream()  # the timed call starts on stream 0
+    c.timed_stream = torch.cuda.current_stream()  # the timed call starts on stream 0
     c.fence(c.streams)
     assert len(side.waits) == 1 and side.waits[0].on == 0
-    assert not c.in_candidate[0]  # the flag is left as it was
+    assert not c.in_candidate  # the flag is left as it was
 
 
 def test_a_stream_made_during_a_timed_call_waits_for_the_timed_stream_without_recursing():
     c, torch, state = candidate()
-    c.in_candidate[0] = False
-    c.timed_stream[0] = torch.cuda.current_stream()
-    c.in_candidate[0] = True  # inside the solution's call
+    c.in_candidate = False
+    c.timed_stream = torch.cuda.current_stream()
+    c.in_candidate = True  # inside the solution's call
     first = torch.cuda.Stream()
     with torch.cuda.stream(first):  # entering reads current_stream() through the patched constructor
         second = torch.cuda.Stream()
@@ -82,10 +82,10 @@ def test_a_stream_made_during_a_timed_call_waits_for_the_timed_stream_without_re
 def test_no_fence_outside_timed_calls_or_into_a_capture():
     c, torch, state = candidate()
     a, b = torch.cuda.Stream(), torch.cuda.Stream()
-    c.in_candidate[0] = False
+    c.in_candidate = False
     c.fence(c.streams)  # not in a timed call
     assert not a.waits and not b.waits
-    c.timed_stream[0] = torch.cuda.current_stream()
+    c.timed_stream = torch.cuda.current_stream()
     state.capturing = {0}  # the harness captures the call into a graph: the solution's own joins are what count
     c.fence(c.streams)
     assert not a.waits and not b.waits

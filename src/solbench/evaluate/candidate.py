@@ -72,8 +72,8 @@ class Candidate:
         self.staged = str(Path(load["staged"]).resolve())
         self.dps = bool(load.get("dps"))
         self.streams: list[Any] = []
-        self.in_candidate = [True]  # streams created while this is true are the solution's
-        self.timed_stream: list[Any] = [None]  # during a timed call: the stream its start event is on
+        self.in_candidate = True  # streams created while this is true are the solution's
+        self.timed_stream: Any = None  # during a timed call: the stream its start event is on
         if self.dev.type == "cuda":
             self._track_streams()
         from solbench.evaluate.integrity.l2 import L2Guard
@@ -83,7 +83,7 @@ class Candidate:
         self.harness = dynamic.snapshot()  # before any candidate code is imported
         self.language.install_hooks(self.device_name)
         self.fn = self.language.load(Path(load["staged"]), load["entry_file"], load["function"])
-        self.in_candidate[0] = False
+        self.in_candidate = False
         self.arenas: dict[int, Any] = {}
         self.flusher = None
         self.flusher_llc = 0
@@ -92,9 +92,8 @@ class Candidate:
         """Record every CUDA stream the solution creates (at import or in a call; not the harness's own), and
         fence one created during a timed call behind that call's start (see ``fence``)."""
         torch = self.torch
+        owner = self
         streams = self.streams
-        candidate = self.in_candidate
-        fence = self.fence
         for cls in (torch.cuda.Stream, getattr(torch.cuda, "ExternalStream", None)):
             if cls is None or "__new__" not in vars(cls):
                 continue
@@ -103,12 +102,12 @@ class Candidate:
 
             def tracked(kind, *args, _original=original, **kwargs):
                 stream = _original(kind, *args, **kwargs)
-                if candidate[0]:
+                if owner.in_candidate:
                     # one entry per distinct stream: torch hands out streams from a pool of a few per priority, and
                     # current_stream() builds a new object for the same stream at every call
                     if all(s.cuda_stream != stream.cuda_stream for s in streams):
                         streams.append(stream)
-                    fence([stream])
+                    owner.fence([stream])
                 return stream
 
             cls.__new__ = staticmethod(tracked)
@@ -118,14 +117,14 @@ class Candidate:
         included). Without this, work launched on a stream that never waits for the timed one could run while
         the stream is held or flushed, before the start event, and so outside every sample."""
         torch = self.torch
-        main = self.timed_stream[0]
+        main = self.timed_stream
         if main is None:
             return
         others = [s for s in streams if s.cuda_stream != main.cuda_stream]
         if not others:
             return
-        flag = self.in_candidate
-        was, flag[0] = flag[0], False  # the stream objects made here are the harness's, and must not fence again
+        # the stream objects made here are the harness's, and must not fence again
+        was, self.in_candidate = self.in_candidate, False
         try:
             if _capturing(torch, main):  # the harness's graph capture: the solution must join its streams anyway
                 return
@@ -135,7 +134,7 @@ class Candidate:
                 if not _capturing(torch, s):  # a capture of the solution's own cannot wait on an outside event
                     s.wait_event(mark)
         finally:
-            flag[0] = was
+            self.in_candidate = was
 
     def stream_tails(self) -> list[Any]:
         """One timing event on each stream the solution created (see timing.time_cuda)."""
@@ -192,7 +191,7 @@ class Candidate:
         return outs
 
     def invoke(self, inputs: list[Any], out_slots: list[dict[str, Any]]) -> list[Any]:
-        self.in_candidate[0] = True
+        self.in_candidate = True
         try:
             if self.dps:
                 outs = self.fresh_outputs([s["shape"] for s in out_slots], [s["dtype"] for s in out_slots])
@@ -200,7 +199,7 @@ class Candidate:
                 return outs
             return _as_list(self.fn(*inputs))
         finally:
-            self.in_candidate[0] = False
+            self.in_candidate = False
 
     def failure(self, exc: BaseException) -> dict[str, Any]:
         torch = self.torch
@@ -344,20 +343,18 @@ class Candidate:
         pool = TimedInputs(sources=sets, dps_specs=dps_specs, device=self.dev)
         pool.prepare(0)
         fn = self.fn
-        flag = self.in_candidate
-        timed_stream = self.timed_stream
         cuda = self.dev.type == "cuda"
 
         def timed_call(i: int):
             try:
                 if cuda:
-                    timed_stream[0] = torch.cuda.current_stream()
+                    self.timed_stream = torch.cuda.current_stream()
                     self.fence(self.streams)
-                flag[0] = True
+                self.in_candidate = True
                 return fn(*pool.call_args())
             finally:
-                flag[0] = False
-                timed_stream[0] = None
+                self.in_candidate = False
+                self.timed_stream = None
 
         cfg = TimingConfig(**msg.get("timing", {}))
         hooks = dict(prepare=pool.prepare, keep=pool.keep, on_last=pool.keep_last)

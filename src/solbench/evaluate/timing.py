@@ -87,22 +87,6 @@ def clock_snapshot(index: int) -> dict | None:
 
 Hook = Callable[[int], None]
 
-_CLOCK_HZ: dict[int, float] = {}
-
-
-def _max_sm_clock_hz(index: int) -> float:
-    """The SM clock the spin kernel counts cycles of, at most: NVML's maximum, else 3 GHz (above any GPU's)."""
-    if index not in _CLOCK_HZ:
-        mhz = None
-        try:
-            from solbench.hardware.telemetry import gpu_static_info
-
-            mhz = (gpu_static_info(index) or {}).get("max_sm_clock_mhz")
-        except Exception:
-            mhz = None
-        _CLOCK_HZ[index] = float(mhz) * 1e6 if mhz else 3.0e9
-    return _CLOCK_HZ[index]
-
 
 def _nothing(k: int, *rest) -> None:
     return None
@@ -128,14 +112,17 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
         call(i % n_sets)
         host_s = time.perf_counter() - t0
         sync()
-    clock_hz = _max_sm_clock_hz(device_index) if cfg.hold else 0.0
+    snapshot = clock_snapshot(device_index)
+    clocks = [snapshot] if snapshot else []
+    # the spin kernel counts cycles of the SM clock: at NVML's maximum (else 3 GHz, above any GPU's), the cycles
+    # last at least as long as the seconds they stand for
+    max_mhz = (snapshot or {}).get("max_sm_clock_mhz")
+    clock_hz = (float(max_mhz) * 1e6 if max_mhz else 3.0e9) if cfg.hold else 0.0
 
     def hold_for(host: float) -> int:
-        # counted at the maximum SM clock, the cycles last at least as long as the seconds they stand for
         return int(min(1.5 * host + 50e-6, cfg.max_hold_s) * clock_hz)
 
     hold_cycles = hold_for(host_s)
-    clocks = [c for c in [clock_snapshot(device_index)] if c]
     samples: list[float] = []
     unjoined: list[float] = []
     started = time.perf_counter()

@@ -25,12 +25,15 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from solbench.evaluate.calls import as_list as _as_list
 from solbench.evaluate.calls import copied, set_tf32
 from solbench.evaluate.calls import cuda_healthy as _cuda_healthy
 from solbench.evaluate.calls import short_traceback as _short_tb
+
+if TYPE_CHECKING:
+    from solbench.evaluate.timing import Timing
 
 
 def draw_seed(run_seed: int, uuid: str, draw: int) -> int:
@@ -74,15 +77,10 @@ class Called:
 
 @dataclass
 class Timed:
-    samples_ms: list[float] = field(default_factory=list)
-    wall_ms: list[float] = field(default_factory=list)
-    wall_event_ms: list[float] = field(default_factory=list)
-    graph_ms: float | None = None
-    graph_error: str | None = None
-    clocks: list[dict] = field(default_factory=list)
-    method: str = "cuda_events"
+    """One timing of a subject: the measurement, the timed calls it kept for re-checking, and what went wrong."""
+
+    timing: Timing | None = None  # None where the timing failed or its report was rejected
     kept: list[tuple[int, list[Any], list[Any], list[Any]]] = field(default_factory=list)  # call, given, after, outs
-    unjoined_ms: list[float] = field(default_factory=list)
     codes: list[str] = field(default_factory=list)
     failed: dict[str, Any] | None = None
     lost: bool = False
@@ -200,8 +198,7 @@ class LocalSubject:
                           device_index=self.ctx.dev.index or 0)
         else:
             t = time_cpu(timed_call, len(sets), cfg)
-        return Timed(samples_ms=t.samples_ms, wall_ms=t.wall_ms, wall_event_ms=t.wall_event_ms, graph_ms=t.graph_ms,
-                     graph_error=t.graph_error, clocks=t.clocks, method=t.method)
+        return Timed(timing=t)
 
     def close(self) -> None:
         pass
@@ -313,6 +310,12 @@ class RemoteSubject:
                 return None, {"verdict": "timeout", "reasons": ["timeout"], "message": gone.detail}
             return None, {"verdict": "runtime_error", "reasons": ["crash"], "message": gone.detail}
 
+    def _reported_failure(self, reply: dict[str, Any]) -> dict[str, Any]:
+        """The failure a reply reports, as a verdict update; a process that says its context is lost is stopped."""
+        if reply.get("lost"):
+            self.stop()
+        return _known_failure(reply["failed"])
+
     # calls ----------------------------------------------------------------------------------------------
     def _outputs(self, described: list[Any], slots: list[dict[str, Any]]) -> list[Any]:
         """What the candidate produced, as the trusted side sees it (mismatches become judgeable stand-ins)."""
@@ -351,10 +354,7 @@ class RemoteSubject:
             return Called(failed={"verdict": "reward_hack", "reasons": ["result_forgery"],
                                   "message": f"unexpected reply from the candidate's process: {str(reply)[:200]}"})
         if reply.get("failed"):
-            failed = _known_failure(reply["failed"])
-            if reply.get("lost"):
-                self.stop()
-            return Called(failed=failed, lost=bool(reply.get("lost")))
+            return Called(failed=self._reported_failure(reply), lost=bool(reply.get("lost")))
         outputs = self._outputs(reply.get("outputs") or [], out_slots)
         count = reply.get("count")
         if isinstance(count, int) and count != len(shapes) and len(outputs) == len(shapes):
@@ -383,7 +383,7 @@ class RemoteSubject:
                        "outputs": [arena.reserve(s, d) for s, d in shapes]} for _ in range(n_keep)]
         self._settle()
         llc = int(self.ctx.job.get("llc_bytes", 64 << 20))
-        from solbench.evaluate.timing import clock_snapshot
+        from solbench.evaluate.timing import Timing, clock_snapshot
 
         index = self.ctx.dev.index or 0
         clocks = [clock_snapshot(index)] if self.ctx.dev.type == "cuda" else []
@@ -397,9 +397,7 @@ class RemoteSubject:
         if gone:
             return Timed(failed=gone, lost=True)
         if reply.get("failed"):
-            if reply.get("lost"):
-                self.stop()
-            return Timed(failed=_known_failure(reply["failed"]), lost=bool(reply.get("lost")))
+            return Timed(failed=self._reported_failure(reply), lost=bool(reply.get("lost")))
         problem = "unexpected reply" if reply.get("type") != "timed" else _timing_forgery(reply, sent, received)
         if problem:
             return Timed(codes=["result_forgery"], message=problem)
@@ -414,16 +412,16 @@ class RemoteSubject:
         if not kept and not codes:
             return Timed(codes=["result_forgery"], message="no timed call was kept for re-checking")
         graph_ms = reply.get("graph_ms")
-        return Timed(samples_ms=[float(x) for x in reply["samples_ms"]],
-                     wall_ms=[float(x) for x in reply.get("wall_ms") or []],
-                     wall_event_ms=[float(x) for x in reply.get("wall_event_ms") or []],
-                     graph_ms=float(graph_ms) if isinstance(graph_ms, (int, float)) else None,
-                     graph_error=str(reply.get("graph_error"))[:300] if reply.get("graph_error") else None,
-                     clocks=[c for c in clocks if c],
-                     # the protocol follows from the device, not from what the candidate says it used
-                     method="cuda_events" if self.ctx.dev.type == "cuda" else "wall_clock", kept=kept,
-                     unjoined_ms=[float(x) for x in reply.get("unjoined_ms") or [] if isinstance(x, (int, float))],
-                     codes=codes)
+        timing = Timing(samples_ms=[float(x) for x in reply["samples_ms"]],
+                        wall_ms=[float(x) for x in reply.get("wall_ms") or []],
+                        wall_event_ms=[float(x) for x in reply.get("wall_event_ms") or []],
+                        graph_ms=float(graph_ms) if isinstance(graph_ms, (int, float)) else None,
+                        graph_error=str(reply.get("graph_error"))[:300] if reply.get("graph_error") else None,
+                        clocks=[c for c in clocks if c],
+                        # the protocol follows from the device, not from what the candidate says it used
+                        method="cuda_events" if self.ctx.dev.type == "cuda" else "wall_clock",
+                        unjoined_ms=[float(x) for x in reply.get("unjoined_ms") or [] if isinstance(x, (int, float))])
+        return Timed(timing=timing, kept=kept, codes=codes)
 
 
 def _known_failure(failed: Any) -> dict[str, Any]:
@@ -685,10 +683,11 @@ def _judge_workload(ctx: Context, subject, uuid: str) -> dict[str, Any]:
             if timed.failed:
                 result.update(timed.failed)
             else:
-                result.update(samples_ms=timed.samples_ms, wall_ms=timed.wall_ms, wall_event_ms=timed.wall_event_ms,
-                              graph_ms=timed.graph_ms,
-                              graph_error=timed.graph_error, clocks=timed.clocks, timing_method=timed.method,
-                              unjoined_ms=timed.unjoined_ms)
+                t = timed.timing
+                if t is not None:
+                    result.update(samples_ms=t.samples_ms, wall_ms=t.wall_ms, wall_event_ms=t.wall_event_ms,
+                                  graph_ms=t.graph_ms, graph_error=t.graph_error, clocks=t.clocks,
+                                  timing_method=t.method, unjoined_ms=t.unjoined_ms)
                 codes = list(timed.codes)
                 for call, given, after, outs in timed.kept:
                     if codes:

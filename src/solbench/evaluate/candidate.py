@@ -319,11 +319,10 @@ class Candidate:
             return {"codes": ["profiler_tamper"]}
         except Exception as exc:  # a profiler that cannot run here is no verdict on the solution: the trusted
             # side sees no share and warns language_proof_unavailable; the reason is left in this log
-            if raised:
-                return {"failed": raised[0]}
-            print(f"solbench: language proof: the profiler failed: {type(exc).__name__}: {str(exc)[:300]}",
-                  file=sys.stderr, flush=True)
-            return {}
+            if not raised:
+                print(f"solbench: language proof: the profiler failed: {type(exc).__name__}: {str(exc)[:300]}",
+                      file=sys.stderr, flush=True)
+                return {}
         if raised:
             return {"failed": raised[0]}
         names = language.dsl_kernel_names(self.staged)

@@ -34,9 +34,9 @@ from solbench.analysis.roofline import Work, count_work, sol_time
 from solbench.evaluate.sandbox import end_process, namespaces_available  # noqa: F401  (re-exported)
 from solbench.evaluate.stats import summarize
 from solbench.evaluate.timing import TimingConfig
-from solbench.hardware.telemetry import SLOWDOWN_REASONS
 from solbench.evaluate.verdict import INCORRECT, VERDICT_ORDER, Evaluation, WorkloadResult, worst
 from solbench.hardware.spec import Ceilings, HardwareSpec
+from solbench.hardware.telemetry import SLOWDOWN_REASONS
 from solbench.problems.problem import Problem
 from solbench.problems.solution import Solution
 
@@ -355,6 +355,7 @@ def profile_mode(mode: str | bool) -> str:
     if mode not in ("one", "all", "off"):
         raise ValueError(f"EvalOptions.profile_dsl must be one, all or off, not {mode!r}")
     return mode
+
 
 BASELINE_LABEL = {"eager": "eager", "compile": "compile", "baseline_file": "baseline.py"}
 

@@ -82,10 +82,11 @@ def test_triton_on_cpu_is_interpreted_and_not_scored(axpy):
     assert w.interpreted and w.time_ms is None and w.sol_score is None and "interpreted" in w.warnings
 
 
-def test_bf16_dot_in_interpreter_is_unsupported_not_incorrect(axpy):
+def test_bf16_dot_in_interpreter_is_judged(axpy):
+    """Triton's interpreter computes a bf16 tl.dot faithfully once its dot is patched (languages/triton.py), so a
+    bf16 dot is judged on the CPU like any other kernel; the candidate's process never decides `unsupported`."""
     ev = run(axpy, "bf16_dot_triton.py", time_candidate=False)
-    assert ev.verdict == "unsupported", ev.workloads[0].message
-    assert ev.workloads[0].reasons == ["interpreter_unfaithful"]
+    assert ev.verdict == "passed", (ev.workloads[0].verdict, ev.workloads[0].message)
 
 
 @pytest.mark.parametrize("name,reason", [("crash.py", "crash"), ("segfault.py", "crash")])
@@ -133,7 +134,7 @@ def test_in_place_inputs_are_judged_like_outputs():
     ("mutate_input.py", "input_mutation"),
     ("background_thread.py", "thread_injection"),
     ("patch_timer.py", "harness_tamper"),
-    ("decoy_triton.py", "ghost_replay"),
+    ("decoy_triton.py", "dsl_work_low"),  # the interpreter saw its kernel store nothing (the ghost would follow)
 ])
 def test_dynamic_checks_catch_exploits(axpy, name, reason):
     ev = run(axpy, name, workloads=["axpy-small"])
@@ -157,3 +158,15 @@ def test_honest_solutions_pass_the_static_scan(axpy):
     for name in ("axpy_triton.py", "dps_ok.json", "returning_multi_file.json"):
         ev = run(axpy, name, static_checks=True, time_candidate=False)
         assert ev.verdict == "passed", (name, ev.findings)
+
+
+def test_the_candidate_runs_with_the_trusted_workers_cpu_threads(axpy):
+    """Both processes get the same torch thread count (EvalOptions.cpu_threads), so CPU times compare."""
+    from conftest import inline_solution
+
+    src = ("import torch\n\ndef run(x, y, alpha):\n"
+           "    return alpha * x + y if torch.get_num_threads() == 1 else x\n")
+    ev = evaluate(axpy, inline_solution(axpy, "threads", src),
+                  EvalOptions(device="cpu", baselines=(), workloads=["axpy-small"], time_candidate=False))
+    assert ev.verdict == "passed", ev.workloads[0].message
+    assert ev.environment["cpu_threads"] == 1

@@ -5,7 +5,7 @@ import contextlib
 import itertools
 from types import SimpleNamespace
 
-from solbench.evaluate.candidate import Candidate
+from solbench.evaluate.integrity import streams as streams_module
 
 
 def fake_torch():
@@ -47,16 +47,32 @@ def fake_torch():
     return SimpleNamespace(cuda=cuda), state
 
 
-def candidate():
+class _Candidate:
+    """The candidate's stream records (integrity/streams.py) over the stand-in, with the old test's names."""
+
+    def __init__(self, streams):
+        self._s = streams
+
+    def __getattr__(self, name):
+        return getattr(self._s, {"timed_stream": "timed"}.get(name, name))
+
+    def __setattr__(self, name, value):
+        if name == "_s":
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._s, {"timed_stream": "timed"}.get(name, name), value)
+
+
+def candidate(monkeypatch):
     torch, state = fake_torch()
-    c = SimpleNamespace(torch=torch, streams=[], in_candidate=True, timed_stream=None)
-    c.fence = lambda streams: Candidate.fence(c, streams)
-    Candidate._track_streams(c)
-    return c, torch, state
+    monkeypatch.setattr(streams_module, "torch", torch)
+    s = streams_module.Streams()
+    s.in_candidate = True
+    return _Candidate(s), torch, state
 
 
-def test_streams_made_at_import_are_fenced_behind_the_start_of_each_timed_call():
-    c, torch, state = candidate()
+def test_streams_made_at_import_are_fenced_behind_the_start_of_each_timed_call(monkeypatch):
+    c, torch, state = candidate(monkeypatch)
     side = torch.cuda.Stream()  # the solution's import
     c.in_candidate = False
     assert [s.cuda_stream for s in c.streams] == [side.cuda_stream] and not side.waits  # no call yet, no fence
@@ -66,8 +82,8 @@ def test_streams_made_at_import_are_fenced_behind_the_start_of_each_timed_call()
     assert not c.in_candidate  # the flag is left as it was
 
 
-def test_a_stream_made_during_a_timed_call_waits_for_the_timed_stream_without_recursing():
-    c, torch, state = candidate()
+def test_a_stream_made_during_a_timed_call_waits_for_the_timed_stream_without_recursing(monkeypatch):
+    c, torch, state = candidate(monkeypatch)
     c.in_candidate = False
     c.timed_stream = torch.cuda.current_stream()
     c.in_candidate = True  # inside the solution's call
@@ -79,8 +95,8 @@ def test_a_stream_made_during_a_timed_call_waits_for_the_timed_stream_without_re
     assert {s.cuda_stream for s in c.streams} == {first.cuda_stream, second.cuda_stream, 0}
 
 
-def test_no_fence_outside_timed_calls_or_into_a_capture():
-    c, torch, state = candidate()
+def test_no_fence_outside_timed_calls_or_into_a_capture(monkeypatch):
+    c, torch, state = candidate(monkeypatch)
     a, b = torch.cuda.Stream(), torch.cuda.Stream()
     c.in_candidate = False
     c.fence(c.streams)  # not in a timed call

@@ -1,7 +1,7 @@
 """The trusted side's judgement of a worker's raw result: physics floor, hidden work, scores."""
 
 from solbench.analysis.roofline import Work
-from solbench.evaluate.runner import _judge
+from solbench.evaluate.judgement import judge as _judge
 from solbench.hardware.spec import Ceilings
 
 CEIL = Ceilings(hardware="x", kind="datasheet", dram_bytes_per_s=1e12, rates={"vector_fp32": 1e13, "sfu": 1e12})
@@ -44,7 +44,7 @@ def test_invalid_bound_is_not_scored(axpy):
 
 
 def test_malformed_worker_messages_are_treated_as_forged():
-    from solbench.evaluate.runner import _checked
+    from solbench.evaluate.trusted import _checked
 
     good = {"uuid": "w", "subject": 0, "verdict": "passed", "reasons": [], "samples_ms": [0.1, 0.2]}
     assert _checked(good) is good
@@ -65,20 +65,44 @@ def test_streams_joined_back_are_not_hidden_work(axpy):
     assert w.verdict == "passed"
 
 
-def test_timing_report_outside_the_trusted_window_is_forged():
-    from solbench.evaluate.worker import _timing_forgery
+def test_a_round_report_that_does_not_match_the_round_is_forged():
+    from solbench.evaluate.protocol import Timed
+    from solbench.evaluate.timed import _forgery
 
-    ok = {"samples_ms": [1.0] * 10, "wall_ms": [1.1] * 3, "t_begin": 10.0, "t_end": 10.5}
-    assert _timing_forgery(ok, 9.9, 10.6) is None
-    assert "window" in _timing_forgery(dict(ok, t_begin=9.0), 9.9, 10.6)
-    assert "add up" in _timing_forgery(dict(ok, samples_ms=[100.0] * 10), 9.9, 10.6)
-    assert _timing_forgery(dict(ok, samples_ms=[-1.0]), 9.9, 10.6)
-    assert _timing_forgery(dict(ok, samples_ms=[]), 9.9, 10.6)
-    assert _timing_forgery({"samples_ms": [1.0] * 3}, 9.9, 10.6) == "no timestamps"
+    kinds = ["warm", "wall", "wall", "wall"] + ["held"] * 10
+
+    def report(**kw):
+        base = {"type": "timed", "nonce": "n", "samples_ms": [1.0] * 10, "wall_ms": [1.1] * 3,
+                "wall_event_ms": [1.0] * 3, "t_begin": 10.0, "t_end": 10.5}
+        return Timed.model_validate(dict(base, **kw))
+
+    assert _forgery(report(), kinds, 9.9, 10.6) is None
+    assert "window" in _forgery(report(t_begin=9.0), kinds, 9.9, 10.6)
+    assert "add up" in _forgery(report(samples_ms=[100.0] * 10), kinds, 9.9, 10.6)
+    assert "negative" in _forgery(report(samples_ms=[-1.0] + [1.0] * 9), kinds, 9.9, 10.6)
+    # one sample per held call of the round and one wall time per wall call, no more and no fewer
+    assert "held" in _forgery(report(samples_ms=[1.0] * 9), kinds, 9.9, 10.6)
+    assert "held" in _forgery(report(samples_ms=[1.0] * 50), kinds, 9.9, 10.6)
+    assert "held" in _forgery(report(wall_ms=[]), kinds, 9.9, 10.6)
+    assert _forgery(report(t_begin=None), kinds, 9.9, 10.6) == "no timestamps"
     # the events of a wall-time call lie inside it, so they cannot outlast it
-    assert _timing_forgery(dict(ok, wall_event_ms=[1.0] * 3), 9.9, 10.6) is None
-    assert "longer than" in _timing_forgery(dict(ok, wall_event_ms=[5.0, 1.0, 1.0]), 9.9, 10.6)
-    assert "malformed" in _timing_forgery(dict(ok, wall_event_ms=["x"]), 9.9, 10.6)
+    assert "longer than" in _forgery(report(wall_event_ms=[5.0, 1.0, 1.0]), kinds, 9.9, 10.6)
+
+
+def test_a_reply_that_does_not_answer_its_command_is_forged():
+    import pytest as _pytest
+
+    from solbench.evaluate.protocol import Forged, accept
+
+    good = {"type": "called", "nonce": "abc", "codes": [], "harness": "h", "outputs": [], "count": 1}
+    assert accept(good, "called", "abc").count == 1
+    for bad, why in ((dict(good, nonce="other"), "nonce"), (dict(good, type="timed"), "expects"),
+                     (dict(good, kept=[1]), "malformed"), (dict(good, dsl_share=2.0), "malformed"),
+                     ({"type": "garbled", "text": "x"}, "unreadable")):
+        with _pytest.raises(Forged, match=why):
+            accept(bad, "called", "abc")
+    with _pytest.raises(Forged, match="more than one"):
+        accept(good, "called", "abc", alone=False)
 
 
 def test_each_detected_pattern_adds_its_reason(axpy):

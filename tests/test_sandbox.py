@@ -86,12 +86,24 @@ def test_the_runs_secrets_are_out_of_the_candidates_reach(axpy):
     assert ev.verdict == "passed", (ev.workloads[0].verdict, ev.workloads[0].message)
 
 
+#: solution source that finds the candidate's reply pipe the way a forger would (its number is in no argument)
+_REPLY_FD = ("def _reply_fd():\n"
+             "    import fcntl, stat\n"
+             "    for name in os.listdir('/proc/self/fd'):\n"
+             "        try:\n"
+             "            fd = int(name)\n"
+             "            if stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & 3 == os.O_WRONLY:\n"
+             "                return fd\n"
+             "        except OSError:\n"
+             "            pass\n\n")
+
+
 def test_a_forged_candidate_reply_is_not_believed(axpy):
     """A candidate that writes its own 'timed' reply on the channel gets result_forgery, not a pass."""
-    src = ("import os, sys, json, torch\n\n_n = [0]\n\ndef run(x, y, alpha):\n"
+    src = ("import os, sys, json, torch\n\n_n = [0]\n\n" + _REPLY_FD + "def run(x, y, alpha):\n"
            "    _n[0] += 1\n"
            "    if _n[0] == 3:  # the first timed call: answer the timing request itself, then stop\n"
-           "        fd = int(sys.argv[2])\n"
+           "        fd = _reply_fd()\n"
            "        os.write(fd, (json.dumps({'type': 'timed', 'samples_ms': [1e-6] * 50, 'wall_ms': [1e-6] * 3,\n"
            "                                  't_begin': 0.0, 't_end': 1.0, 'kept': [], 'codes': []}) + '\\n').encode())\n"
            "        os._exit(0)\n"
@@ -104,25 +116,25 @@ def test_a_forged_candidate_reply_is_not_believed(axpy):
 
 
 def test_without_the_zygote_candidates_start_from_a_fresh_interpreter(axpy, monkeypatch):
-    """SOLBENCH_ZYGOTE=0 (or a zygote that died) falls back to `python -m solbench.evaluate.candidate`."""
-    from solbench.evaluate import runner
+    """SOLBENCH_ZYGOTE=0 (or a zygote that died) falls back to `python -m solbench.evaluate.sandbox`."""
+    from solbench.evaluate import trusted
 
     monkeypatch.setenv("SOLBENCH_ZYGOTE", "0")
-    runner.retire_judge("cpu")  # the next job starts a trusted worker that sees the variable
+    trusted.retire_judge("cpu")  # the next job starts a trusted worker that sees the variable
     try:
         ev = _eval(axpy, load_solution(AXPY / "solutions" / "torch_ok.py", axpy.name))
         assert ev.verdict == "passed", ev.workloads[0].message
         assert ev.environment["candidate_ready_s"] > 0.05  # an interpreter start, not a fork
     finally:
-        runner.retire_judge("cpu")
+        trusted.retire_judge("cpu")
 
 
 def test_a_forged_call_reply_does_not_pass(axpy):
     """A candidate that answers the trusted worker's call request itself, claiming its outputs were delivered,
     is judged on what is really in the arena, and the channel falls out of step: never a pass."""
-    src = ("import os, sys, json, torch\n\n"
+    src = ("import os, sys, json, torch\n\n" + _REPLY_FD +
            "def run(x, y, alpha):\n"
-           "    fd = int(sys.argv[2])\n"
+           "    fd = _reply_fd()\n"
            "    n = list(x.shape)\n"
            "    os.write(fd, (json.dumps({'type': 'called', 'codes': [], 'count': 1,\n"
            "                              'outputs': [{'shape': n, 'dtype': 'float32', 'delivered': True}]})\n"
@@ -136,8 +148,9 @@ def test_a_forged_call_reply_does_not_pass(axpy):
 
 def test_the_evaluation_records_its_isolation_and_what_made_it(axpy):
     sol = load_solution(AXPY / "solutions" / "torch_ok.py", axpy.name)
-    env = _eval(axpy, sol, sandbox="none").environment
-    assert env["sandbox"] == "rlimits"
+    ev = _eval(axpy, sol, sandbox="none")
+    env = ev.environment
+    assert env["sandbox"] == "rlimits" and "sandbox_rlimits_only" in ev.warnings
     # and what made it: the harness code and the language proof's mode, beside the software versions
     from solbench.evaluate.runner import harness_digest
 

@@ -29,3 +29,18 @@ def test_aggregates():
     assert mean([None, 1.0, 0.0]) == 0.5
     assert geomean([2.0, 8.0]) == pytest.approx(4.0)
     assert fast_p([2.0, 0.5, 3.0, None], [True, True, False, True], 1.0) == 0.25
+
+
+def test_an_evaluation_with_an_unscored_workload_has_no_aggregate():
+    from types import SimpleNamespace as W
+
+    from solbench.scoring import aggregate
+
+    ok = W(verdict="passed", warnings=[], sol_score=0.8)
+    failed = W(verdict="runtime_error", warnings=[], sol_score=0.0)
+    unsupported = W(verdict="unsupported", warnings=[], sol_score=None)
+    unbounded = W(verdict="passed", warnings=["invalid_bound"], sol_score=None)
+    assert aggregate([ok, failed]) == 0.4  # a failure counts, as 0
+    assert aggregate([ok, unsupported]) is None  # never a mean over the rest
+    assert aggregate([ok, unbounded]) == 0.8  # a workload the problem leaves unscored is left out for everyone
+    assert aggregate([unbounded]) is None

@@ -785,6 +785,179 @@ def test_harness_import_rejected():
 
 
 # --------------------------------------------------------------------------------------------
+# the registry
+
+
+def test_every_check_reports_declared_rules_and_every_rule_has_a_check():
+    from solbench.evaluate.integrity.static import CHECKS
+    from solbench.evaluate.integrity.static.rules import CPP_PATTERNS, KINDS, NAME_RULES
+
+    reported = set()
+    for c in CHECKS:
+        assert c.kind in KINDS, c
+        assert c.func.__doc__ is None or c.func.__doc__.strip(), c.name
+        for r in c.rules:
+            assert r == "*" or r in RULES, (c.name, r)
+            reported.add(r)
+    reported |= {r for rules in NAME_RULES.values() for r in rules} | {p.rule for p in CPP_PATTERNS}
+    assert set(RULES) - reported <= {"unscannable"}  # raised by the entry point itself
+
+
+def test_every_rule_is_in_the_registry_table_of_the_docs():
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[1] / "docs" / "STATIC_RULES.md").read_text()
+    table = doc.split("## The registry", 1)[1].split("\n## ", 1)[0]
+    for name, rule in RULES.items():
+        assert f"| `{name}` | {rule.severity} |" in table, name
+    assert f"{len(RULES)} rules" in doc
+
+
+# --------------------------------------------------------------------------------------------
+# module indirection (issue 11, item 9): names reached through module objects
+
+
+@pytest.mark.parametrize("src", [
+    'import sys\nm = dict(sys.modules)["gc"]\n',
+    "import sys\nfor name, mod in list(sys.modules.items()):\n    pass\n",
+    "import sys\nmods = [m for m in sys.modules.values()]\n",
+    'import sys\nm = sys.modules.get("os")\n',
+    "import sys\nm = sys.modules.copy()\n",
+    "from sys import modules\n",
+    'import sys\nm = vars(sys)["modules"]\n',
+    'import sys\nm = getattr(sys, "modules")\n',
+    "import sys\nns = vars(sys)\n",
+    "import sys\nns = sys.__dict__\n",
+    "ns = vars()\n",
+    "g = globals()\n",
+    "import importlib\nimportlib.reload(importlib)\n",
+    'import importlib.util\nspec = importlib.util.find_spec("gc")\n',
+    "import importlib\ndef load(name):\n    return importlib.import_module(name)\n",
+    'import importlib\nm = importlib.__import__("gc")\n',
+    'm = __import__("gc")\n',
+    'import builtins\nm = builtins.__import__("gc")\n',
+    "b = len.__self__\n",
+    "def f(fn):\n    return fn.__builtins__\n",
+    "def f(mod):\n    return mod.__loader__\n",
+    "def fetch(obj, name):\n    return getattr(obj, name)\n",
+    "import torch\nc = getattr(torch, '_C')\ndef f(name):\n    return getattr(c, name)\n",
+    "import torch\nfor n in dir(torch):\n    f = getattr(torch, n)\n",
+    "import gc\ndef f(name):\n    return getattr(gc, name)\n",
+    "def f(fn):\n    return getattr(fn, '__globals__')\n",
+    "def f(fr):\n    return getattr(fr, 'f_back')\n",
+    "def f(m):\n    return getattr(m, 'modules')\n",
+    "import operator\nget = operator.attrgetter('f_locals')\n",
+    "import operator\ndef f(n):\n    return operator.attrgetter(n)\n",
+    "import functools, sys\nm = functools.reduce(getattr, ('modules',), sys)\n",
+    "import importlib\nloaders = list(map(importlib.import_module, ['gc']))\n",
+    "import inspect, torch\nm = inspect.getmodule(torch.add)\n",
+])
+def test_module_indirection_is_rejected(src):
+    assert "module_indirection" in rejects(src)
+
+
+@pytest.mark.parametrize("src,rule", [
+    ('import sys\ndict(sys.modules)["gc"].get_objects()\n', "frame_or_gc_walk"),
+    ('import sys\nm = dict(sys.modules)["gc"]\nm.get_objects()\n', "frame_or_gc_walk"),
+    ('import sys\nsys.modules.get("os").write(1, b"x")\n', "result_channel"),
+    ('import sys\nh = sys.modules["sys"]\nprint(h.argv)\n', "result_channel"),
+    ('import sys\nvars(sys).get("settrace")(None)\n', "signal_tamper"),
+    ('import sys\nns = vars(sys)\nns["setprofile"](None)\n', "signal_tamper"),
+    ('import sys\nh = sys.__dict__["modules"]["threading"]\n', "threading"),
+    ('e = __builtins__.get("exec")\n', "dynamic_code"),
+    ('g = globals()\nb = g["__builtins__"]\ne = b["ex" + "ec"]\n', "dynamic_code"),
+    ('b = len.__self__\ne = getattr(b, "eval")\n', "dynamic_code"),
+    ('for n in ("__import__",):\n    f = getattr(len.__self__, n)\ng = f("gc").get_objects\n', "frame_or_gc_walk"),
+    ('import sys\nfor n in ("settrace", "setprofile"):\n    getattr(sys, n)(None)\n', "signal_tamper"),
+    ('import operator, sys\nargv = operator.attrgetter("argv")(sys)\n', "result_channel"),
+    ('import functools, sys\nh = functools.reduce(getattr, ("modules",), sys)["os"].write\n', "result_channel"),
+    ('import importlib\nns = vars(importlib.import_module("builtins"))\nrun = ns.get("ex" + "ec")\n', "dynamic_code"),
+    ('import sys\nb = sys.modules["builtins"]\nns = b if isinstance(b, dict) else vars(b)\ne = ns["exec"]\n',
+     "dynamic_code"),
+    ('e = exec\nSRC = "import gc\\ngc.get_objects()"\ne(SRC)\n', "frame_or_gc_walk"),
+    ("import torch\ntorch.sys.settrace(print)\n", "signal_tamper"),
+    ("import os\nmods = os.sys.modules\n", "module_indirection"),
+    ("import torch\ntorch.os.system('ls')\n", "subprocess"),
+    ('m = __loader__.load_module("gc")\n', "module_indirection"),
+])
+def test_indirection_resolves_to_the_real_name(src, rule):
+    assert rule in rejects(src)
+
+
+@pytest.mark.parametrize("src", [
+    'import triton.language as tl\nacc = getattr(tl, "float32")\n',
+    "import torch\ndef dt(dtype_name):\n    return getattr(torch, dtype_name)\n",
+    "import torch.nn.functional as F\ndef act(x, name):\n    return getattr(F, name)(x)\n",
+    "import triton.language as tl\ndef op(name):\n    return getattr(tl.math, name)\n",
+    "class K:\n    def get(self, name):\n        return getattr(self, name)\n",
+    "class K:\n    def get(self, name):\n        return getattr(self.cfg, name, None)\n",
+    'def block(config):\n    return getattr(config, "BLOCK", 64)\n',
+    'def cuda(x):\n    return getattr(x, "is_cuda", False)\n',
+    'def label(fn):\n    return getattr(fn, "__name__", "kernel")\n',
+    'def sizes(cfg):\n    return [getattr(cfg, k) for k in ("BLOCK_M", "BLOCK_N")]\n',
+    'import importlib\nm = importlib.import_module("math")\n',
+    'import importlib.metadata\nv = importlib.metadata.version("triton")\n',
+    "def f(args):\n    return vars(args)\n",
+    "class K:\n    def state(self):\n        return dict(self.__dict__)\n",
+    'import os\nv = os.environ.get("BLOCK", "64")\n',
+    "import operator\nkey = operator.attrgetter('shape')\n",
+])
+def test_honest_name_lookups_are_not_indirection(src):
+    assert rejects(src) == set()
+
+
+@pytest.mark.parametrize("src,rule", [
+    ("import sys\nsys.settrace(lambda *a: None)\n", "signal_tamper"),
+    ("import sys\nsys.setprofile(lambda *a: None)\n", "signal_tamper"),
+    ("import sys\nsys.monitoring.use_tool_id(3, 'x')\n", "signal_tamper"),
+    ("import sys\nsys.addaudithook(print)\n", "signal_tamper"),
+    ("import sys\nsys.call_tracing(print, ())\n", "signal_tamper"),
+    ("import threading\nthreading.settrace(print)\n", "signal_tamper"),
+    ("import threading\nthreading.setprofile(print)\n", "signal_tamper"),
+    ("import threading\nthreading.settrace_all_threads(print)\n", "signal_tamper"),
+    ("import cProfile\ncProfile.Profile().enable()\n", "signal_tamper"),
+    ("import sys\nf = sys._getframe(1)\n", "frame_or_gc_walk"),
+    ("import sys as s\nt = s.settrace\nt(print)\n", "signal_tamper"),
+    ("def run(x):\n    breakpoint()\n    return x\n", "signal_tamper"),
+])
+def test_trace_and_profile_hooks_are_rejected(src, rule):
+    assert rule in rejects(src)
+
+
+@pytest.mark.parametrize("src", [
+    "from torch.overrides import TorchFunctionMode\nclass M(TorchFunctionMode):\n    pass\nM().__enter__()\n",
+    "import torch\nwith torch.overrides.TorchFunctionMode():\n    pass\n",
+    "from torch.utils._python_dispatch import TorchDispatchMode\n",
+    "import torch\ntorch._C._push_on_torch_function_stack(object())\n",
+    "import torch\ntorch._C._push_on_torch_dispatch_stack(object())\n",
+    "import torch\ntorch._C._set_torch_function_mode(object())\n",
+    "def push(c, m):\n    c._push_on_torch_function_stack(m)\n",
+    "class M:\n    def __torch_function__(self, func, types, args=(), kwargs=None):\n        return func(*args)\n",
+    ("import torch\nclass T(torch.Tensor):\n    @classmethod\n    def __torch_dispatch__(cls, f, t, a=(), k=None):\n"
+     "        return f(*a)\n"),
+    "class W:\n    __torch_function__ = classmethod(lambda *a: None)\n",
+    'import torch\nlib = torch.library.Library("aten", "IMPL")\n',
+    'import torch\n@torch.library.impl("aten::clone", "cpu")\ndef clone(x):\n    return x\n',
+    'import torch\ntorch.library.register_kernel(torch.ops.aten.clone.default, "cpu", print)\n',
+])
+def test_torch_interception_is_rejected(src):
+    assert "torch_interception" in rejects(src)
+
+
+@pytest.mark.parametrize("src", [
+    ("import torch\nclass F(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+     "        return x * 2\n    @staticmethod\n    def backward(ctx, g):\n        return g * 2\n"),
+    ('import torch\n@torch.library.custom_op("mylib::scale", mutates_args=())\n'
+     "def scale(x: torch.Tensor) -> torch.Tensor:\n    return x * 2\n"),
+    'import torch\nlib = torch.library.Library("mylib", "DEF")\n',
+    "import torch\nclass P(torch.Tensor):\n    __torch_function__ = torch._C._disabled_torch_function_impl\n",
+    "import torch\ndef f(x):\n    return torch.overrides.has_torch_function((x,))\n",
+])
+def test_autograd_functions_and_own_custom_ops_are_not_interception(src):
+    assert "torch_interception" not in rejects(src)
+
+
+# --------------------------------------------------------------------------------------------
 # C / C++ / CUDA token scan
 
 

@@ -375,6 +375,9 @@ def export(
 
 
 def main() -> None:
+    from solbench.evaluate.trusted import end_with_signals
+
+    end_with_signals()  # trusted workers and their candidates end with this process, whatever ends it
     try:
         app()
     except UserError as exc:

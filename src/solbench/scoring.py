@@ -5,7 +5,7 @@ speed of light, toward 0 when slower. A time below T_SOL is physically
 impossible for an honest kernel under a true lower bound: it is flagged
 ``below_sol`` and scored 1.0 at most. Where the baseline is within 5% of T_SOL
 the bound cannot separate kernels; the workload is reported ``invalid_bound``
-and not scored.
+and not scored. An evaluation's aggregate (``aggregate``) needs every other workload scored.
 """
 
 from __future__ import annotations
@@ -35,6 +35,22 @@ def sol_score(t_kernel: float | None, t_baseline: float | None, t_sol: float | N
     if t_kernel < t_sol:
         return Score(1.0, ["below_sol"])
     return Score(1.0 / (1.0 + (t_kernel - t_sol) / (t_baseline - t_sol)), [])
+
+
+#: a passing workload the problem itself leaves unscored: it is left out of an evaluation's aggregate alike for every
+#: solution
+PROBLEM_EXCLUSIONS = frozenset({"invalid_bound", "no_sol_bound"})
+
+
+def aggregate(workloads: list) -> float | None:
+    """An evaluation's SOL score: the mean over its workloads, a failed one counting 0. It exists only when every
+    workload has a score, except passing ones the problem leaves unscored (``PROBLEM_EXCLUSIONS``): a workload
+    left unscored for any reason of the solution's (``unsupported``, not timed) leaves the evaluation without an
+    aggregate, never with a mean over the rest."""
+    counted = [w for w in workloads if not (w.verdict == "passed" and set(w.warnings) & PROBLEM_EXCLUSIONS)]
+    if not counted or any(w.sol_score is None for w in counted):
+        return None
+    return sum(w.sol_score for w in counted) / len(counted)
 
 
 def mean(values: list[float | None]) -> float | None:

@@ -1,27 +1,74 @@
-"""One call of a subject, as both sides of an evaluation see it: its result as a list of outputs, its arguments
-copied, its failure as a short traceback, whether the process's CUDA context survived it, and the float32 math
-mode it runs under."""
+"""One call of a subject, as both sides of an evaluation see it: its result as a list of outputs (exact types
+only), its arguments copied without running any of the solution's code, its failure as a short traceback,
+whether the process's CUDA context survived it, and the float32 math mode and CPU threads it runs under."""
 
 from __future__ import annotations
 
 import traceback
 from typing import Any
 
+PLAIN_SCALARS = (int, float, bool)
+
 
 def as_list(result: Any) -> list[Any]:
-    """A call's outputs in order (an operation whose only effect is on in-place inputs returns none)."""
+    """A call's outputs in order (an operation whose only effect is on in-place inputs returns none). Only an
+    exact tuple or list is unpacked: iterating a subclass would run the solution's code."""
     if result is None:
         return []
-    if isinstance(result, (tuple, list)):
+    if type(result) in (tuple, list):
         return list(result)
     return [result]
 
 
-def copied(x: Any) -> Any:
-    """A tensor's copy (plain values are passed as they are)."""
+def not_plain_tensor(x: Any) -> str | None:
+    """Why a tensor output is not an honest one (a subclass, no real storage), or None. Other types are left to
+    ``not_plain``."""
     import torch
 
-    return x.clone() if isinstance(x, torch.Tensor) else x
+    if not isinstance(x, torch.Tensor):
+        return None
+    if type(x) is not torch.Tensor:
+        return f"output is a {type(x).__name__}, a torch.Tensor subclass"
+    if x.is_meta or x.device.type == "meta":
+        return "output has no real storage"
+    try:
+        if x.numel() and x.untyped_storage().nbytes() == 0:
+            return "output has no real storage"
+    except (RuntimeError, NotImplementedError):
+        return "output has no real storage"
+    return None
+
+
+def not_plain(result: Any) -> str | None:
+    """Why a call's result must not be touched any further, or None. A result is plain when it is None, an exact
+    ``torch.Tensor`` with real storage, an exact int/float/bool, or an exact tuple or list of those: none of
+    them runs the solution's code when it is read, copied, iterated or converted."""
+    import torch
+
+    items = list(result) if type(result) in (tuple, list) else [result]
+    if type(result) not in (tuple, list) and isinstance(result, (tuple, list)):
+        return f"result is a {type(result).__name__}, a {type(result).__mro__[1].__name__} subclass"
+    for x in items:
+        if x is None or type(x) in PLAIN_SCALARS:
+            continue
+        if isinstance(x, torch.Tensor):
+            why = not_plain_tensor(x)
+            if why:
+                return why
+            continue
+        return f"output is a {type(x).__name__}"
+    return None
+
+
+def copied(x: Any) -> Any:
+    """A tensor's copy (plain values are passed as they are), made with torch's override machinery switched off,
+    so neither a subclass nor a mode pushed by the solution sees it."""
+    import torch
+
+    if not isinstance(x, torch.Tensor):
+        return x
+    with torch._C.DisableTorchFunction():
+        return torch.Tensor.clone(x)
 
 
 def set_tf32(torch, on: bool) -> None:
@@ -29,6 +76,12 @@ def set_tf32(torch, on: bool) -> None:
     torch.backends.cuda.matmul.allow_tf32 = on
     torch.backends.cudnn.allow_tf32 = on
     torch.set_float32_matmul_precision("high" if on else "highest")
+
+
+def set_threads(torch, n: int) -> None:
+    """The same CPU thread count in the trusted worker and in every candidate, so their CPU times compare."""
+    if n and n > 0:
+        torch.set_num_threads(int(n))
 
 
 def cuda_healthy(torch) -> bool:

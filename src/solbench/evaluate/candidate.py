@@ -1,18 +1,19 @@
 """The candidate's process: it runs the solution and nothing that judges it.
 
-Started by the trusted worker (``solbench.evaluate.worker``) inside the sandbox
-as ``python -m solbench.evaluate.candidate CMD_FD REPLY_FD``. It never sees a
-seed, a reference output or the comparison: the trusted worker lends it inputs
-through an arena (``solbench.evaluate.arena``), asks for one call or one timing
-run at a time, and reads the outputs back from the arena. The checks on this
-process's own state (threads, children, harness identity, tensor types) run
-here and are reported; the trusted side treats them as evidence, not proof,
-and judges outputs, inputs and timestamps itself.
+Started inside the sandbox (``solbench.evaluate.sandbox``: forked from the trusted worker's zygote, or a fresh
+interpreter). It never sees a seed, a reference output, the comparison or which timed calls will be re-checked:
+the trusted worker lends it inputs through an arena (``arena``, ``ring``), asks for one call or one round of
+timed calls at a time, and reads the outputs out of the arena itself. Everything in this process is the
+solution's to change, so what it reports (timing samples, its own checks) is evidence the trusted side
+cross-checks, never a verdict; the checks here (``integrity.tamper``, threads, children, result types) are a
+second layer behind the static scan.
 
-Commands (one JSON line each) and replies (one JSON line each):
+Commands and replies are JSON lines; every reply echoes the command's ``nonce`` and carries the digest of a
+fresh harness snapshot, compared on the trusted side with the one taken before the solution was imported.
 - ``load``: language, staged directory, entry point, device -> ``ready`` or ``fatal``
-- ``call``: arena, input slots, output slots, mode (``normal`` or ``ghost``) -> ``called``
-- ``time``: arena, input-set slots, kept slots, timing configuration -> ``timed``
+- ``call``: arena, input slots, output slots, mode (``normal`` or ``ghost``), profile -> ``called``
+- ``time``: arena, the ring's layout and plain values, the round's call kinds -> ``timed``
+- ``graph``: arena, the ring, one slot -> ``graphed``
 - ``exit``
 """
 
@@ -22,198 +23,135 @@ import json
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
-from solbench.evaluate.calls import as_list as _as_list
-from solbench.evaluate.calls import copied, cuda_healthy, set_tf32
-from solbench.evaluate.calls import short_traceback as _short_tb
+from solbench.evaluate import arena as arena_mod
+from solbench.evaluate import calls, ring, timing
+from solbench.evaluate.integrity import dynamic, ghost, language, tamper
+from solbench.evaluate.integrity.l2 import L2Guard
+from solbench.evaluate.integrity.streams import Streams
+from solbench.evaluate.languages import get_language
 
 
 class Channel:
     def __init__(self, cmd_fd: int, reply_fd: int):
         self.cmd = os.fdopen(cmd_fd, "r")
         self.reply = os.fdopen(reply_fd, "w", buffering=1)
+        self.nonce: str | None = None
 
     def receive(self) -> dict[str, Any] | None:
         line = self.cmd.readline()
-        return json.loads(line) if line else None
+        if not line:
+            return None
+        msg = json.loads(line)
+        self.nonce = msg.get("nonce")
+        return msg
 
     def send(self, **msg: Any) -> None:
-        self.reply.write(json.dumps(msg, default=repr) + "\n")
+        self.reply.write(json.dumps(dict(msg, nonce=self.nonce), default=repr) + "\n")
         self.reply.flush()
 
 
-def _capturing(torch: Any, stream: Any) -> bool:
-    """Whether ``stream`` is being captured into a CUDA graph."""
-    with torch.cuda.stream(stream):
-        return torch.cuda.is_current_stream_capturing()
+class ResultRefused(Exception):
+    """A timed call's result that must not be touched (read, iterated, copied) any further."""
 
 
 class Candidate:
     def __init__(self, chan: Channel, load: dict[str, Any]):
-        from solbench.evaluate.languages import get_language
-
         self.chan = chan
         self.device_name = load["device"]
         self.language = get_language(load["language"])
         os.environ.update(self.language.environment(self.device_name))
         import torch
 
-        from solbench.evaluate.integrity import dynamic
-
         self.torch = torch
-        self.dynamic = dynamic
-        set_tf32(torch, bool(load.get("tf32")))
+        calls.set_tf32(torch, bool(load.get("tf32")))
+        calls.set_threads(torch, int(load.get("threads") or 0))
         self.dev = torch.device(self.device_name)
-        if self.dev.type == "cuda":
+        self.cuda = self.dev.type == "cuda"
+        self.interpreted = not self.cuda and self.language.interpreted_on_cpu
+        if self.cuda:
             torch.zeros(1, device=self.dev)  # the CUDA context, before the solution's import is timed
         self.staged = str(Path(load["staged"]).resolve())
         self.dps = bool(load.get("dps"))
-        self.streams: list[Any] = []
-        self.in_candidate = True  # streams created while this is true are the solution's
-        self.timed_stream: Any = None  # during a timed call: the stream its start event is on
-        if self.dev.type == "cuda":
-            self._track_streams()
-        from solbench.evaluate.integrity.l2 import L2Guard
-
-        self.l2 = L2Guard() if self.dev.type == "cuda" else None
-        self.threads_before = dynamic.thread_idents()
-        self.harness = dynamic.snapshot()  # before any candidate code is imported
-        self.language.install_hooks(self.device_name)
-        self.fn = self.language.load(Path(load["staged"]), load["entry_file"], load["function"])
-        self.in_candidate = False
+        self.streams = Streams() if self.cuda else None
+        self.l2 = L2Guard() if self.cuda else None
         self.arenas: dict[int, Any] = {}
         self.flusher = None
         self.flusher_llc = 0
+        self.hold: timing.Hold | None = None
+        self.threads_before = dynamic.thread_idents()
+        self.language.install_hooks(self.device_name)
+        tamper.watch("candidate", self, mutable={"arenas", "flusher", "flusher_llc", "hold", "fn"})
+        tamper.watch("channel", chan, mutable={"nonce"})
+        if self.streams is not None:
+            tamper.watch("streams", self.streams, mutable={"in_candidate", "timed"})
+        self.harness = tamper.snapshot()  # before any of the solution's code is imported
+        self.baseline = tamper.digest(self.harness)
+        self.fn = None
+        self._in_solution(lambda: setattr(self, "fn", self.language.load(Path(load["staged"]), load["entry_file"],
+                                                                          load["function"])))
 
-    def _track_streams(self) -> None:
-        """Record every CUDA stream the solution creates (at import or in a call; not the harness's own), and
-        fence one created during a timed call behind that call's start (see ``fence``)."""
-        torch = self.torch
-        owner = self
-        streams = self.streams
-        for cls in (torch.cuda.Stream, getattr(torch.cuda, "ExternalStream", None)):
-            if cls is None or "__new__" not in vars(cls):
-                continue
-            original = vars(cls)["__new__"]
-            original = getattr(original, "__func__", original)
-
-            def tracked(kind, *args, _original=original, **kwargs):
-                stream = _original(kind, *args, **kwargs)
-                if owner.in_candidate:
-                    # one entry per distinct stream: torch hands out streams from a pool of a few per priority, and
-                    # current_stream() builds a new object for the same stream at every call
-                    if all(s.cuda_stream != stream.cuda_stream for s in streams):
-                        streams.append(stream)
-                    owner.fence([stream])
-                return stream
-
-            cls.__new__ = staticmethod(tracked)
-
-    def fence(self, streams: list[Any]) -> None:
-        """During a timed call, make ``streams`` wait for the timed stream's work so far (its start event
-        included). Without this, work launched on a stream that never waits for the timed one could run while
-        the stream is held or flushed, before the start event, and so outside every sample."""
-        torch = self.torch
-        main = self.timed_stream
-        if main is None:
-            return
-        others = [s for s in streams if s.cuda_stream != main.cuda_stream]
-        if not others:
-            return
-        # the stream objects made here are the harness's, and must not fence again
-        was, self.in_candidate = self.in_candidate, False
+    def _in_solution(self, thunk):
+        if self.streams is not None:
+            self.streams.in_candidate = True
         try:
-            if _capturing(torch, main):  # the harness's graph capture: the solution must join its streams anyway
-                return
-            mark = torch.cuda.Event()
-            mark.record(main)
-            for s in others:
-                if not _capturing(torch, s):  # a capture of the solution's own cannot wait on an outside event
-                    s.wait_event(mark)
+            return thunk()
         finally:
-            self.in_candidate = was
-
-    def stream_tails(self) -> list[Any]:
-        """One timing event on each stream the solution created (see timing.time_cuda)."""
-        if not self.streams:
-            return []
-        torch = self.torch
-        current = torch.cuda.current_stream()
-        marks = []
-        for s in self.streams:
-            if s != current:
-                e = torch.cuda.Event(enable_timing=True)
-                e.record(s)
-                marks.append(e)
-        return marks
+            if self.streams is not None:
+                self.streams.in_candidate = False
 
     # ---- helpers ----------------------------------------------------------------------------------
     def arena(self, msg: dict[str, Any]):
-        from solbench.evaluate.arena import attach
-
         key = int(msg["arena_id"])
         if key not in self.arenas:
             self.arenas.clear()  # one arena at a time: the trusted side frees the previous one
-            self.arenas[key] = attach(msg["arena"])
+            self.arenas[key] = arena_mod.attach(msg["arena"])
         return self.arenas[key]
 
-    def process_codes(self) -> list[str]:
-        d = self.dynamic
+    def checked(self, now: dict[str, tuple] | None = None) -> tuple[list[str], str]:
+        """This process's own evidence after the solution ran, and the harness digest the trusted side compares."""
+        now = tamper.snapshot() if now is None else now
         codes = []
-        if d.tampered(self.harness):
+        changed = tamper.tampered(self.harness, now)
+        if changed:
             codes.append("harness_tamper")
-        if d.candidate_threads(self.threads_before, self.staged):
+            print(f"solbench: harness changed: {', '.join(changed[:8])}", file=sys.stderr, flush=True)
+        if dynamic.candidate_threads(self.threads_before, self.staged):
             codes.append("thread_injection")
-        if d.child_processes():
+        if dynamic.child_processes():
             codes.append("process_spawn")
-        return codes
+        return codes, tamper.digest(tamper.comparable(self.harness, now))
 
     def sync(self) -> None:
-        if self.dev.type == "cuda":
+        if self.cuda:
             self.torch.cuda.synchronize()
 
-    def fresh_outputs(self, shapes: list[list[int]], dtypes: list[str]) -> list[Any]:
-        from solbench.evaluate.arena import dtype_from_name
-
-        torch = self.torch
+    def fresh_outputs(self, slots: list[dict[str, Any]]) -> list[Any]:
         outs = []
-        for shape, name in zip(shapes, dtypes):
-            dt = dtype_from_name(name)
-            if dt.is_floating_point:
-                outs.append(torch.full(shape, float("nan"), dtype=dt, device=self.dev))
-            elif dt == torch.bool:
-                outs.append(torch.zeros(shape, dtype=dt, device=self.dev))
-            else:
-                outs.append(torch.full(shape, torch.iinfo(dt).max, dtype=dt, device=self.dev))
+        for s in slots:
+            x = self.torch.empty([int(d) for d in s["shape"]], dtype=arena_mod.dtype_from_name(s["dtype"]),
+                                 device=self.dev)
+            ring.sentinel_fill(x)
+            outs.append(x)
         return outs
 
-    def invoke(self, inputs: list[Any], out_slots: list[dict[str, Any]]) -> list[Any]:
-        self.in_candidate = True
-        try:
-            if self.dps:
-                outs = self.fresh_outputs([s["shape"] for s in out_slots], [s["dtype"] for s in out_slots])
-                self.fn(*inputs, *outs)
-                return outs
-            return _as_list(self.fn(*inputs))
-        finally:
-            self.in_candidate = False
+    def invoke(self, inputs: list[Any], out_slots: list[dict[str, Any]]) -> Any:
+        if self.dps:
+            outs = self.fresh_outputs(out_slots)
+            self._in_solution(lambda: self.fn(*inputs, *outs))
+            return outs
+        return self._in_solution(lambda: self.fn(*inputs))
 
     def failure(self, exc: BaseException) -> dict[str, Any]:
+        """The failure of the solution's call. Only ``runtime_error`` is ever reported: the trusted side alone
+        decides what is ``unsupported``."""
         torch = self.torch
-        from solbench.evaluate.languages import Unsupported
-        from solbench.evaluate.languages import triton as triton_lang
-
         if isinstance(exc, torch.OutOfMemoryError):
             return {"verdict": "runtime_error", "reasons": ["out_of_memory"], "message": str(exc)[:500]}
-        if isinstance(exc, Unsupported) or (self.device_name == "cpu" and triton_lang.unsupported_reason
-                                            and self.language.name == "triton"):
-            return {"verdict": "unsupported", "reasons": ["interpreter_unfaithful"],
-                    "message": str(exc) if isinstance(exc, Unsupported) else triton_lang.unsupported_reason}
-        out = {"verdict": "runtime_error", "reasons": ["exception"], "message": _short_tb(exc)}
-        if self.dev.type == "cuda" and not cuda_healthy(torch):
+        out = {"verdict": "runtime_error", "reasons": ["exception"], "message": calls.short_traceback(exc)}
+        if self.cuda and not calls.cuda_healthy(torch):
             out["reasons"].append("cuda_fault")
             out["lost"] = True
         return out
@@ -222,14 +160,13 @@ class Candidate:
         """Answer a command whose call failed; a lost CUDA context ends this process."""
         failed = self.failure(exc)
         lost = failed.pop("lost", False)
-        self.chan.send(type=reply, failed=failed, lost=lost)
+        codes, digest = self.checked() if not lost else ([], self.baseline)
+        self.chan.send(type=reply, failed=failed, lost=lost, codes=codes, harness=digest)
         if lost:
             raise SystemExit(0)
 
     def deliver(self, buf, produced: list[Any], slots: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Copy outputs into their slots; describe what was produced (the trusted side judges mismatches)."""
-        from solbench.evaluate.arena import dtype_from_name, view
-
+        """Copy plain outputs into their slots; describe what was produced (the trusted side judges mismatches)."""
         torch = self.torch
         described = []
         for i, slot in enumerate(slots):
@@ -237,72 +174,79 @@ class Candidate:
                 described.append({"missing": True})
                 continue
             x = produced[i]
-            if not isinstance(x, torch.Tensor):
-                try:
-                    x = torch.tensor(x, dtype=dtype_from_name(slot["dtype"]), device=self.dev)
-                except Exception:
-                    described.append({"type": type(x).__name__})
-                    continue
+            if type(x) in calls.PLAIN_SCALARS:  # exact Python numbers only: nothing of the solution's runs here
+                x = torch.tensor(x, dtype=arena_mod.dtype_from_name(slot["dtype"]), device=self.dev)
+            elif type(x) is not torch.Tensor:
+                described.append({"type": type(x).__name__})
+                continue
             info = {"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")}
             if info["shape"] == list(slot["shape"]) and info["dtype"] == slot["dtype"]:
-                view(buf, slot).copy_(x)
+                with torch._C.DisableTorchFunction():
+                    arena_mod.view(buf, slot).copy_(x)
                 info["delivered"] = True
             described.append(info)
         return described
 
     # ---- commands ---------------------------------------------------------------------------------
     def call(self, msg: dict[str, Any]) -> None:
-        from solbench.evaluate.arena import view
-
         buf = self.arena(msg)
-        given = [view(buf, s) for s in msg["inputs"]]
-        # the candidate works on its own copies, at addresses of this process's allocator
-        inputs = [copied(x) for x in given]
+        given = [arena_mod.view(buf, s) for s in msg["inputs"]]
+        # the solution works on its own copies, at addresses of this process's allocator
+        inputs = [calls.copied(x) for x in given]
         self.sync()  # the copies are complete before the call, whichever stream the call reads them on
-        ghost = msg.get("mode") == "ghost"
+        is_ghost = msg.get("mode") == "ghost"
         before = None
-        if self.dev.type == "cuda":
+        if self.cuda:
             self.torch.cuda.reset_peak_memory_stats()
             before = self.torch.cuda.memory_allocated()
+        stores = None
         try:
-            if ghost:
-                with self.dynamic.ghost_mode():
-                    produced = self.invoke(inputs, msg["outputs"])
+            if is_ghost:
+                with ghost.ghost_mode():
+                    result = self.invoke(inputs, msg["outputs"])
+            elif self.interpreted:  # the interpreter's count of the elements the DSL kernels stored
+                with language.InterpreterStores() as stores:
+                    result = self.invoke(inputs, msg["outputs"])
             else:
-                produced = self.invoke(inputs, msg["outputs"])
+                result = self.invoke(inputs, msg["outputs"])
             self.sync()
         except Exception as exc:
             self.report_failure("called", exc)
             return
-        codes = [] if ghost else self.process_codes()
-        if any(self.dynamic.not_plain_tensor(x) for x in produced):
-            # not read any further: touching a subclass runs the candidate's code inside the harness
-            self.chan.send(type="called", codes=codes + ["tensor_subclass"], outputs=[], count=len(produced))
+        codes, digest = self.checked()
+        why = calls.not_plain(result)
+        if why:  # not read any further: touching it runs the solution's code inside the harness
+            print(f"solbench: {why}", file=sys.stderr, flush=True)
+            self.chan.send(type="called", codes=codes + ["tensor_subclass"], outputs=[], count=0, harness=digest)
             return
+        produced = calls.as_list(result)
         try:
             outputs = self.deliver(buf, produced, msg["outputs"])
             for x, slot in zip(inputs, msg["inputs"]):  # the inputs as the call left them (in-place, mutation)
                 if isinstance(x, self.torch.Tensor) and "offset" in slot:
-                    view(buf, slot).copy_(x)
+                    arena_mod.view(buf, slot).copy_(x)
             self.sync()
         except Exception as exc:
             self.chan.send(type="called", failed={"verdict": "runtime_error", "reasons": ["unreadable_output"],
-                                                  "message": _short_tb(exc)}, lost=False)
+                                                  "message": calls.short_traceback(exc)}, lost=False, codes=codes,
+                           harness=digest)
             return
         peak = int(self.torch.cuda.max_memory_allocated() - before) if before is not None else None
-        extra = self.profile(given, msg["outputs"]) if msg.get("profile") and self.dev.type == "cuda" else {}
+        extra = self.profile(given, msg["outputs"]) if msg.get("profile") and self.cuda else {}
         if "failed" in extra:  # the solution's own call failed under the profiler: a verdict like any failed call
             self.report_failure("called", extra["failed"])
             return
-        codes = codes + extra.pop("codes", [])
+        if extra:
+            codes, digest = self.checked()
+            codes += extra.pop("codes", [])
+        if stores is not None:
+            extra["dsl_stores"] = stores.distinct()
         self.chan.send(type="called", codes=codes, outputs=outputs, count=len(produced), peak_memory_bytes=peak,
-                       **extra)
+                       harness=digest, **extra)
 
     def profile(self, given: list[Any], out_slots: list[dict[str, Any]]) -> dict[str, Any]:
         """One more call under the profiler: the solution's DSL kernels' share of the device time."""
-        from solbench.evaluate.integrity import language
-
-        inputs = [copied(x) for x in given]
+        inputs = [calls.copied(x) for x in given]
         self.sync()
         raised: list[BaseException] = []
 
@@ -329,76 +273,85 @@ class Candidate:
         top = sorted(kernels, key=lambda k: -k[1])[:5]
         return {"dsl_share": language.dsl_share(kernels, names), "kernels": [[n[:120], us] for n, us in top]}
 
+    def _flusher(self, msg: dict[str, Any]):
+        llc = int(msg.get("llc_bytes", 64 << 20))
+        if self.flusher is None or self.flusher_llc != llc:
+            self.flusher, self.flusher_llc = timing.Flusher(llc, self.dev), llc  # one per process
+        return self.flusher
+
+    def _ring(self, msg: dict[str, Any]) -> ring.CandidateRing:
+        return ring.CandidateRing(self.arena(msg), msg["layout"], msg["values"], self.dps)
+
     def time(self, msg: dict[str, Any]) -> None:
-        from solbench.evaluate.arena import dtype_from_name, view
-        from solbench.evaluate.integrity.rotation import TimedInputs
-        from solbench.evaluate.timing import Flusher, TimingConfig, time_cpu, time_cuda
-
-        torch = self.torch
-        buf = self.arena(msg)
-        sets = [[copied(view(buf, s)) for s in one] for one in msg["sets"]]
-        out_slots = msg["outputs"]
-        dps_specs = [(tuple(s["shape"]), dtype_from_name(s["dtype"])) for s in out_slots] if self.dps else []
-        pool = TimedInputs(sources=sets, dps_specs=dps_specs, device=self.dev)
-        pool.prepare(0)
+        """One round of timed calls: call k on slot k of the ring."""
+        slots = self._ring(msg)
+        kinds = [str(k) for k in msg["kinds"]]
+        cfg = timing.TimingConfig(**msg.get("timing", {}))
         fn = self.fn
-        cuda = self.dev.type == "cuda"
+        streams = self.streams
+        refused: list[str] = []
 
-        def timed_call(i: int):
+        def timed_call(k: int):
+            args = slots.args(k)
+            if streams is None:
+                return self._in_solution(lambda: fn(*args))
+            streams.begin_timed_call()
             try:
-                if cuda:
-                    self.timed_stream = torch.cuda.current_stream()
-                    self.fence(self.streams)
-                self.in_candidate = True
-                return fn(*pool.call_args())
+                return self._in_solution(lambda: fn(*args))
             finally:
-                self.in_candidate = False
-                self.timed_stream = None
+                streams.end_timed_call()
 
-        cfg = TimingConfig(**msg.get("timing", {}))
-        hooks = dict(prepare=pool.prepare, keep=pool.keep, on_last=pool.keep_last)
-        l2_guarded = self.dev.type == "cuda" and self.l2.reset()
+        def check(result) -> None:  # before the end event: a result that would compute when read is refused
+            why = calls.not_plain(result)
+            if why:
+                refused.append(why)
+                raise ResultRefused(why)
+
+        def after(k: int, result) -> None:
+            slots.store(k, calls.as_list(result))
+
+        if kinds and kinds[0] == "warm" or self.hold is None:
+            self.hold = timing.Hold(cfg, msg.get("max_sm_clock_mhz"))
+        l2_guarded = bool(self.cuda and self.l2.reset())
         t_begin = time.monotonic()
         try:
-            if self.dev.type == "cuda":
-                llc = int(msg.get("llc_bytes", 64 << 20))
-                if self.flusher is None or self.flusher_llc != llc:
-                    self.flusher, self.flusher_llc = Flusher(llc, self.dev), llc  # one per process, not per workload
-                timing = time_cuda(timed_call, len(sets), self.flusher, cfg, graph=msg.get("graph"),
-                                   tails=self.stream_tails, **hooks)
+            if self.cuda:
+                r = timing.round_cuda(timed_call, kinds, self._flusher(msg), cfg, self.hold,
+                                      tails=streams.tails, check=check, after=after)
             else:
-                timing = time_cpu(timed_call, len(sets), cfg, **hooks)
+                r = timing.round_cpu(timed_call, kinds, cfg, check=check, after=after)
             self.sync()
+        except ResultRefused:
+            codes, digest = self.checked()
+            print(f"solbench: a timed call's result was refused: {refused[0]}", file=sys.stderr, flush=True)
+            self.chan.send(type="timed", codes=codes + ["tensor_subclass"], harness=digest, refused=True)
+            return
         except Exception as exc:
             self.report_failure("timed", exc)
             return
         t_end = time.monotonic()
-        codes = self.process_codes()
+        codes, digest = self.checked()
         if l2_guarded and self.l2.set_aside_bytes():
             codes.append("persisting_l2")  # a set-aside made during timing keeps data through the flush
-        kept = []
+        self.chan.send(type="timed", samples_ms=r.samples_ms, wall_ms=r.wall_ms, wall_event_ms=r.wall_event_ms,
+                       unjoined_ms=r.unjoined_ms, l2_guarded=l2_guarded, t_begin=t_begin, t_end=t_end,
+                       codes=codes, harness=digest)
+
+    def graph(self, msg: dict[str, Any]) -> None:
+        """A CUDA-graph time of one call (launch overhead left out; informational)."""
+        slots = self._ring(msg)
+        args = slots.args(int(msg.get("slot", 0)))
         try:
-            for kp, slot in zip(pool.kept, msg["kept"]):
-                if any(self.dynamic.not_plain_tensor(x) for x in kp.outputs):
-                    codes.append("tensor_subclass")
-                    break
-                for x, s in zip(pool.inputs_of(kp.call), slot["given"]):
-                    if isinstance(x, torch.Tensor):
-                        view(buf, s).copy_(x)
-                for x, s in zip(kp.inputs_after, slot["after"]):
-                    if isinstance(x, torch.Tensor):
-                        view(buf, s).copy_(x)
-                kept.append({"call": kp.call, "outputs": self.deliver(buf, kp.outputs, slot["outputs"])})
-            self.sync()
-        except Exception as exc:
-            self.chan.send(type="timed", failed={"verdict": "runtime_error", "reasons": ["unreadable_output"],
-                                                 "message": _short_tb(exc)}, lost=False)
-            return
-        self.chan.send(type="timed", samples_ms=timing.samples_ms, wall_ms=timing.wall_ms,
-                       wall_event_ms=timing.wall_event_ms, graph_ms=timing.graph_ms,
-                       graph_error=timing.graph_error, kept=kept,
-                       unjoined_ms=timing.unjoined_ms, l2_guarded=l2_guarded,
-                       t_begin=t_begin, t_end=t_end, codes=codes)
+            ms = timing.time_graph(lambda: self._in_solution(lambda: self.fn(*args)), self._flusher(msg),
+                                   timing.TimingConfig(**msg.get("timing", {})))
+            error = None
+        except Exception as exc:  # not every solution can be captured; that is not a failure
+            ms, error = None, f"{type(exc).__name__}: {str(exc)[:200]}"
+            if not calls.cuda_healthy(self.torch):
+                self.report_failure("graphed", exc)
+                return
+        codes, digest = self.checked()
+        self.chan.send(type="graphed", graph_ms=ms, graph_error=error, codes=codes, harness=digest)
 
 
 def main(cmd_fd: int, reply_fd: int) -> int:
@@ -414,7 +367,9 @@ def main(cmd_fd: int, reply_fd: int) -> int:
         msg = str(exc) if isinstance(exc, CompileError) else f"{type(exc).__name__}: {exc}"
         chan.send(type="fatal", message=msg[:2000])
         return 0
-    chan.send(type="ready")
+    codes, digest = cand.checked()
+    chan.send(type="ready", harness=cand.baseline, codes=codes)
+    handlers = {"call": cand.call, "time": cand.time, "graph": cand.graph}
     while True:
         msg = chan.receive()
         if msg is None or msg.get("op") == "exit":
@@ -423,17 +378,6 @@ def main(cmd_fd: int, reply_fd: int) -> int:
             cand.arenas.clear()
             cand.sync()
             return 0
-        if msg["op"] == "call":
-            cand.call(msg)
-        elif msg["op"] == "time":
-            cand.time(msg)
-
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main(int(sys.argv[1]), int(sys.argv[2])))
-    except SystemExit:
-        raise
-    except BaseException:
-        traceback.print_exc()
-        sys.exit(3)
+        handler = handlers.get(msg.get("op"))
+        if handler is not None:
+            handler(msg)

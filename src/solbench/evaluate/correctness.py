@@ -98,7 +98,9 @@ def compare_output(name: str, got: Any, ref: Any, anchor: Any, dtype: torch.dtyp
     finite_anchor = torch.isfinite(a)
     bad_special = (~torch.isfinite(g)) & finite_anchor
     err = (g - a).abs()
-    err = torch.where(finite_anchor, err, torch.where(g.eq(a) | (g.isnan() & a.isnan()), 0.0, float("inf")))
+    # a NaN where the anchor is finite is an infinite error (a NaN error would vanish from every max() below)
+    err = torch.where(finite_anchor, err.nan_to_num(nan=float("inf")),
+                      torch.where(g.eq(a) | (g.isnan() & a.isnan()), 0.0, float("inf")))
     allowed = (tol.atol or 0.0) + (tol.rtol or 0.0) * a.abs() + 2.0 * (r - a).abs().nan_to_num(0.0, 0.0, 0.0)
     ok = err <= allowed
     n_ok, n_all = int(ok.sum()), ok.numel()  # counted exactly: a float mean of 16M ones can round below 1.0

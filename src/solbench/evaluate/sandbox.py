@@ -19,32 +19,40 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-UNSHARE = ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
-_unshare_ok: bool | None = None
+_isolation_ok: bool | None = None
 
 
 def namespaces_available() -> bool:
-    """Whether this machine lets us start a process in new user, PID and network namespaces."""
-    global _unshare_ok
-    if _unshare_ok is None:
+    """Whether this machine lets us isolate a candidate as ``isolation`` does (new user, PID, mount and network
+    namespaces, a sealed filesystem, no capabilities): a trial run in a fresh interpreter, once per process."""
+    global _isolation_ok
+    if _isolation_ok is None:
         try:
-            r = subprocess.run(UNSHARE + ["true"], capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
-            _unshare_ok = r.returncode == 0
+            r = subprocess.run([sys.executable, "-c", "import sys; from solbench.evaluate.isolation import probe; "
+                                "sys.exit(0 if probe() else 1)"], capture_output=True, timeout=30,
+                               stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=_package_parent()))
+            _isolation_ok = r.returncode == 0
         except (OSError, subprocess.TimeoutExpired):
-            _unshare_ok = False
-    return _unshare_ok
+            _isolation_ok = False
+    return _isolation_ok
+
+
+def _package_parent() -> str:
+    return str(Path(__file__).resolve().parents[2])
 
 
 @dataclass
 class SandboxSpec:
     staged: str  # the solution's files (mounted read-only inside the namespaces)
-    workdir: str  # the evaluation's directory: the process's cwd, where arenas live
+    workdir: str  # the evaluation's private directory: the process's cwd, its TMPDIR and HOME, where arenas live
     env: dict[str, str]  # the complete (scrubbed) environment
     device: str
+    hidden: list[str] = field(default_factory=list)  # paths made empty inside the namespaces (isolation.View)
+    readable: list[str] = field(default_factory=list)  # paths under a hidden one it must still read
     mode: str = "auto"  # "auto": namespaces where available; "none": rlimits only
     max_file_bytes: int = 4 << 30
     max_address_space_bytes: int = 64 << 30  # CPU only: CUDA reserves more address space than any sane limit
@@ -52,6 +60,15 @@ class SandboxSpec:
     @property
     def namespaced(self) -> bool:
         return self.mode == "auto" and namespaces_available()
+
+    def view(self) -> dict[str, Any]:
+        from solbench.evaluate.isolation import View
+
+        return View(private=self.workdir, staged=self.staged, hidden=self.hidden, readable=self.readable).to_dict()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"view": self.view(), "workdir": self.workdir, "env": self.env, "device": self.device,
+                "max_file_bytes": self.max_file_bytes, "max_address_space_bytes": self.max_address_space_bytes}
 
 
 class CandidateGone(Exception):
@@ -129,29 +146,40 @@ class CandidateProcess:
         self._buf = b""
 
     def _popen(self, cmd_r: int, reply_w: int) -> subprocess.Popen:
-        argv = [sys.executable, "-m", "solbench.evaluate.candidate", str(cmd_r), str(reply_w)]
-        if self.spec.namespaced:
-            # every process the candidate starts dies with it; no network; its own files mounted read-only
-            remount = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
-            argv = UNSHARE + ["sh", "-c", remount, "sh", self.spec.staged] + argv
+        """A fresh interpreter that sets itself up as a zygote's child does (``python -m
+        solbench.evaluate.sandbox``), then imports torch inside its sandbox."""
+        spec = dict(self.spec.to_dict(), namespaces=self.spec.namespaced)
+        argv = [sys.executable, "-m", "solbench.evaluate.sandbox", json.dumps(spec), str(cmd_r), str(reply_w)]
         with open(self.log_path, "ab") as log:
             return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    pass_fds=(cmd_r, reply_w), cwd=self.spec.workdir, env=self.spec.env,
-                                    start_new_session=True, preexec_fn=self._limits)
+                                    pass_fds=(cmd_r, reply_w), cwd=self.spec.workdir, env=self.spec.env)
 
-    def _limits(self) -> None:
-        _apply_limits(self.spec.device, self.spec.max_file_bytes, self.spec.max_address_space_bytes)
-
-    def request(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Send one command, wait for its one-line reply."""
+    def request(self, msg: dict[str, Any], timeout_s: float) -> tuple[dict[str, Any], bool]:
+        """Send one command, wait for its one-line reply: (the reply, whether it came alone)."""
         if self.proc is None:
             raise CandidateGone("crash", "the candidate's process is not running")
+        self._drain()  # anything written between exchanges is a line no command asked for
+        stray = bool(self._buf)
+        self._buf = b""
         try:
             self._cmd.write(json.dumps(msg) + "\n")
             self._cmd.flush()
         except (BrokenPipeError, OSError):
             pass  # the process is gone: reported below when its reply never comes
-        return self._reply(timeout_s)
+        reply = self._reply(timeout_s)
+        self._drain()
+        return reply, not (stray or self._buf)
+
+    def _drain(self) -> None:
+        """Read what is already waiting on the reply pipe, without blocking."""
+        while True:
+            ready, _, _ = select.select([self._reply_fd], [], [], 0)
+            if not ready:
+                return
+            chunk = os.read(self._reply_fd, 1 << 20)
+            if not chunk:
+                return
+            self._buf += chunk
 
     def _reply(self, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
@@ -243,10 +271,6 @@ def kill_session(proc: Any) -> None:
 
 
 # ---- the zygote: candidate processes forked from one that has already imported torch ----------------------
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
-MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
-PR_SET_PDEATHSIG = 1
 
 
 class Zygote:
@@ -280,9 +304,7 @@ class Zygote:
         """Fork a candidate process with these pipes; returns its process id (also its process group)."""
         import socket
 
-        msg = json.dumps({"staged": spec.staged, "workdir": spec.workdir, "env": spec.env, "device": spec.device,
-                          "namespaces": self.namespaces and spec.namespaced, "max_file_bytes": spec.max_file_bytes,
-                          "max_address_space_bytes": spec.max_address_space_bytes}).encode()
+        msg = json.dumps(dict(spec.to_dict(), namespaces=self.namespaces and spec.namespaced)).encode()
         socket.send_fds(self.sock, [len(msg).to_bytes(4, "little") + msg], [cmd_r, reply_w, log_fd])
         data = b""
         while not data.endswith(b"\n"):
@@ -304,15 +326,13 @@ class Zygote:
 def _zygote_serve(sock, namespaces: bool) -> None:
     import socket
 
+    from solbench.evaluate import isolation
+
+    isolation.die_with_parent()  # the trusted worker's end is the zygote's
     _close_fds_but({sock.fileno()})  # nothing of the trusted worker's (its result pipe above all) stays open
-    try:  # the imports a candidate needs, paid once
+    try:  # the imports a candidate needs, paid once (the trusted worker imported the harness already)
         import torch  # noqa: F401
 
-        import solbench.evaluate.arena  # noqa: F401
-        import solbench.evaluate.candidate  # noqa: F401
-        import solbench.evaluate.integrity.dynamic  # noqa: F401
-        import solbench.evaluate.integrity.rotation  # noqa: F401
-        import solbench.evaluate.timing  # noqa: F401
         if os.environ.get("SOLBENCH_WORKER_DEVICE", "cpu") != "cpu":
             # not on the CPU: there TRITON_INTERPRET must be set before Triton is first imported
             try:
@@ -321,7 +341,7 @@ def _zygote_serve(sock, namespaces: bool) -> None:
                 pass
     except Exception:
         pass
-    sock.sendall(b"1" if namespaces and _probe_isolation() else b"0")
+    sock.sendall(b"1" if namespaces and isolation.probe() else b"0")
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     while True:
         try:
@@ -383,107 +403,31 @@ def _max_fd() -> int:
         return 1024
 
 
-def _libc():
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        import ctypes
-
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _enter_namespaces() -> None:
-    """In a single-threaded process: new user (this user mapped to root), mount, network and PID namespaces.
-    The PID namespace holds the next child this process forks, as its process 1."""
-    uid, gid = os.getuid(), os.getgid()
-    _check(_libc().unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID), "unshare")
-    Path("/proc/self/setgroups").write_text("deny")
-    Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
-    Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
-
-
-def _mount_private(staged: str) -> None:
-    """In process 1 of the new PID namespace: private mounts, its own /proc, ``staged`` read-only."""
-    libc = _libc()
-    _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount private")
-    _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
-    path = staged.encode()
-    _check(libc.mount(path, path, None, MS_BIND | MS_REC, None), "bind staged")
-    # a remount inside a user namespace must keep the flags the outer mount locked
-    st = os.statvfs(staged).f_flag
-    flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-    for st_bit, ms_bit in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
-                           (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
-                           (getattr(os, "ST_RELATIME", 4096), MS_RELATIME)):
-        if st & st_bit:
-            flags |= ms_bit
-    _check(libc.mount(None, path, None, flags, None), "remount staged read-only")
-
-
-def _probe_isolation() -> bool:
-    """Whether this process can isolate a child the way candidates are isolated (a trial run in a child)."""
-    import tempfile
-
-    staged = tempfile.mkdtemp(prefix="solbench-probe-")
-    try:
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                _enter_namespaces()
-                inner = os.fork()
-                if inner == 0:
-                    try:
-                        _mount_private(staged)
-                        os._exit(0 if not os.access(staged, os.W_OK) or _read_only(staged) else 1)
-                    except BaseException:
-                        os._exit(1)
-                _, status = os.waitpid(inner, 0)
-                code = os.waitstatus_to_exitcode(status)
-            except BaseException:
-                code = 1
-            os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        return os.waitstatus_to_exitcode(status) == 0
-    finally:
-        import shutil
-
-        shutil.rmtree(staged, ignore_errors=True)
-
-
-def _read_only(path: str) -> bool:
-    try:
-        with open(os.path.join(path, "probe"), "w"):
-            return False
-    except OSError:
-        return True
-
-
 def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int) -> int:
-    """In the zygote's fresh child: isolate, then become the candidate's process. Returns an exit code."""
+    """In the zygote's fresh child (or a fresh interpreter): isolate, then become the candidate's process.
+    Returns an exit code."""
+    from solbench.evaluate import isolation
+
     os.setsid()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    isolation.die_with_parent()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
+    if log_fd >= 0:
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
     _close_fds_but({cmd_r, reply_w})
     if spec["namespaces"]:
-        _enter_namespaces()
+        isolation.enter_namespaces()
     pid = os.fork()  # with namespaces, the child is process 1 of the new PID namespace
     if pid:
         for fd in (cmd_r, reply_w):
             os.close(fd)
         _, status = os.waitpid(pid, 0)
         return os.waitstatus_to_exitcode(status) & 0xFF
-    _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")  # dies with its parent
+    isolation.die_with_parent()
     if spec["namespaces"]:
-        _mount_private(spec["staged"])
+        isolation.isolate(isolation.View.from_dict(spec["view"]))
     _apply_limits(spec["device"], int(spec["max_file_bytes"]), int(spec["max_address_space_bytes"]))
     os.chdir(spec["workdir"])
     os.environ.clear()
@@ -493,7 +437,7 @@ def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int
     tempfile.tempdir = None  # the zygote's cached choice would outlive the new TMPDIR
     from solbench.evaluate import candidate
 
-    sys.argv = ["solbench.evaluate.candidate", str(cmd_r), str(reply_w)]
+    sys.argv = ["solbench-candidate"]  # nothing of the harness's plumbing (its descriptors) in plain sight
     code = 3
     try:
         code = candidate.main(cmd_r, reply_w)
@@ -506,3 +450,8 @@ def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int
     sys.stdout.flush()
     sys.stderr.flush()
     return code
+
+
+if __name__ == "__main__":  # a candidate from a fresh interpreter (no zygote): python -m solbench.evaluate.sandbox
+    _spec, _cmd, _reply = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    os._exit(_candidate_child(_spec, _cmd, _reply, -1))

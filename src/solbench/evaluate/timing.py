@@ -1,14 +1,17 @@
-"""Measurement mechanics: how one call is timed. Statistics and reporting live elsewhere.
+"""Measurement mechanics: how the calls of one timing round are timed. What to time, when to stop and what the
+samples mean are decided elsewhere (``measure`` here for the trusted side's own subjects, ``timed`` for a
+candidate, ``stats`` for the statistics).
 
-GPU protocol, per sample: hold the stream with a spin kernel while the host
-enqueues the rest (so a host-bound launch does not stretch the interval, as
-nvbench's blocking kernel does), read-flush a buffer of 2.5x the last-level
-cache (a read evicts dirty lines, so no write-back lands inside the timed
-kernel), record the start event queued right behind the flush with no host
-synchronisation, call, record the end event. Samples are enqueued in batches and collected until
-the median's 95% interval is within ``rel_target`` or the budget is spent.
-Work on other streams is caught by comparing event time with synchronised
-wall time. CPU protocol: wall-clock time around each call.
+A round is a list of call kinds: ``warm`` (run, not timed: compilation, caches, the hold's calibration),
+``wall`` (timed with the stream not held, by events and by synchronised wall time) and ``held`` (a sample).
+
+GPU protocol, per held sample: hold the stream with a spin kernel while the host enqueues the rest (so a
+host-bound launch does not stretch the interval, as nvbench's blocking kernel does), read-flush a buffer of
+2.5x the last-level cache (a read evicts dirty lines, so no write-back lands inside the timed kernel), record
+the start event queued right behind the flush with no host synchronisation, call, check the result's type,
+mark the solution's other streams, record the end event. Samples are enqueued in batches. Work on other
+streams is caught by the marks and by comparing event time with synchronised wall time. CPU protocol:
+wall-clock time around each call.
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ from solbench.evaluate.stats import converged, summarize
 
 @dataclass
 class TimingConfig:
-    budget_s: float = 0.12  # per workload, after warm-up
+    budget_s: float = 0.12  # per workload, after warm-up: time spent in timing rounds
     rel_target: float = 0.005  # half-width of the median's 95% CI, relative
     min_samples: int = 10
     max_samples: int = 2000
     warmup_calls: int = 2
     batch: int = 10
     cpu_budget_s: float = 0.2
+    cpu_min_samples: int = 5
+    cpu_rel_target: float = 0.02
+    cpu_max_samples: int = 200
     graph_below_ms: float = 0.2  # also time a CUDA graph when the median is below this, or the samples are noisy
     #: hold the stream with a spin kernel before each sample, long enough for the host to enqueue the whole
     #: call, so the events time the device alone even for host-bound launches (as nvbench's blocking kernel
@@ -39,6 +45,20 @@ class TimingConfig:
     #: waits for the stream, and synchronised wall time is compared with event time.
     hold: bool = True
     max_hold_s: float = 0.02  # a call whose host side takes longer than this is timed with its host time
+    wall_calls: int = 3
+
+
+@dataclass
+class Round:
+    """What one round measured."""
+
+    samples_ms: list[float] = field(default_factory=list)  # one per held call, in order
+    wall_ms: list[float] = field(default_factory=list)  # one per wall call: synchronised wall time
+    #: event time of each wall call, taken without the hold: what the events see of a call whose launches the
+    #: host paces, to compare with its synchronised wall time
+    wall_event_ms: list[float] = field(default_factory=list)
+    #: per held sample, how long work on other streams ran past the end event (only with a ``tails`` hook)
+    unjoined_ms: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -49,16 +69,20 @@ class Timing:
     graph_error: str | None = None
     clocks: list[dict] = field(default_factory=list)
     method: str = "cuda_events"
-    #: per sample, how long work on other streams ran past the end event (only with a ``tails`` hook)
     unjoined_ms: list[float] = field(default_factory=list)
-    #: event time of each wall-time call, taken without the hold: what the events see of a call whose launches
-    #: the host paces, to compare with its synchronised wall time
     wall_event_ms: list[float] = field(default_factory=list)
+    calls: int = 0  # every call the timing made, warm-up included
 
     @property
     def median_ms(self) -> float | None:
         s = summarize(self.samples_ms)
         return s.median if s else None
+
+    def add(self, r: Round) -> None:
+        self.samples_ms += r.samples_ms
+        self.wall_ms += r.wall_ms
+        self.wall_event_ms += r.wall_event_ms
+        self.unjoined_ms += r.unjoined_ms
 
 
 class Flusher:
@@ -77,140 +101,142 @@ def clock_snapshot(index: int) -> dict | None:
     """One NVML reading of CUDA device ``index`` (hardware.telemetry), or None where NVML cannot give one."""
     try:
         from solbench.hardware.telemetry import gpu_clock_snapshot
-    except ImportError:
-        return None
-    try:
+
         return gpu_clock_snapshot(index)
     except Exception:
         return None
 
 
-Hook = Callable[[int], None]
+class Hold:
+    """The spin-kernel hold of one workload's timing, kept across its rounds. The spin kernel counts cycles of the
+    SM clock: at NVML's maximum (else 3 GHz, above any GPU's) the cycles last at least as long as the seconds
+    they stand for."""
+
+    def __init__(self, cfg: TimingConfig, max_sm_clock_mhz: float | None):
+        self.cfg = cfg
+        self.clock_hz = (float(max_sm_clock_mhz) * 1e6 if max_sm_clock_mhz else 3.0e9) if cfg.hold else 0.0
+        self.cycles = 0
+
+    def _for(self, host_s: float) -> int:
+        return int(min(1.5 * host_s + 50e-6, self.cfg.max_hold_s) * self.clock_hz)
+
+    def calibrate(self, host_s: float) -> None:
+        self.cycles = self._for(host_s)
+
+    def shorten(self, hosts: list[float]) -> None:
+        # a warm-up call that still compiled can leave the hold far too long: a batch's median enqueue time
+        # shortens it, never lengthens it (a call that blocks, on .item() or a full launch queue, also times its
+        # wait on the hold, which would ratchet the hold up to its cap)
+        self.cycles = min(self.cycles, self._for(sorted(hosts)[len(hosts) // 2]))
 
 
-def _nothing(k: int, *rest) -> None:
+Call = Callable[[int], object]
+Check = Callable[[object], None]  # raises when a result must not be touched further
+After = Callable[[int, object], None]
+
+
+def _nothing(*args) -> None:
     return None
 
 
-def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg: TimingConfig,
-              graph: bool | None = None, device_index: int = 0, prepare: Hook | None = None,
-              keep: Callable[[int, object], None] | None = None,
-              on_last: Callable[[object], None] | None = None,
-              tails: Callable[[], list] | None = None) -> Timing:
-    """``prepare(k)`` runs before the flush of call k (outside the timed interval), ``keep(k, result)`` after
-    its end event, ``on_last(result)`` after the last call (before any graph capture reuses the buffers).
-    ``tails()``, called right after each call and before its end event, records one event on each other stream
-    the subject created: one that completes after the end event shows work the call left running there, and the
-    sample then runs to it."""
-    prepare = prepare or _nothing
-    keep = keep or _nothing
+def round_cuda(call: Call, kinds: list[str], flusher: Flusher, cfg: TimingConfig, hold: Hold,
+               tails: Callable[[], list] | None = None, check: Check | None = None,
+               after: After | None = None) -> Round:
+    """Run one round: ``call(k)`` runs the round's call k, ``check(result)`` runs before its end event (so a
+    result that would compute later, when it is touched, is refused while the timer still runs), ``after(k,
+    result)`` after its end event. ``tails()``, called right after each call and before its end event, records
+    one event on each other stream the subject created: one that completes after the end event shows work the
+    call left running there, and the sample then runs to it."""
+    check = check or _nothing
+    after = after or _nothing
     sync = torch.cuda.synchronize
-    host_s = 0.0  # how long the host took to enqueue the last warm-up call (the first may still compile)
-    for i in range(cfg.warmup_calls):
-        prepare(-1 - i)
-        t0 = time.perf_counter()
-        call(i % n_sets)
-        host_s = time.perf_counter() - t0
-        sync()
-    snapshot = clock_snapshot(device_index)
-    clocks = [snapshot] if snapshot else []
-    # the spin kernel counts cycles of the SM clock: at NVML's maximum (else 3 GHz, above any GPU's), the cycles
-    # last at least as long as the seconds they stand for
-    max_mhz = (snapshot or {}).get("max_sm_clock_mhz")
-    clock_hz = (float(max_mhz) * 1e6 if max_mhz else 3.0e9) if cfg.hold else 0.0
-
-    def hold_for(host: float) -> int:
-        return int(min(1.5 * host + 50e-6, cfg.max_hold_s) * clock_hz)
-
-    hold_cycles = hold_for(host_s)
-    samples: list[float] = []
-    unjoined: list[float] = []
-    started = time.perf_counter()
+    out = Round()
     k = 0
-    while True:
-        events = []
-        hosts = []
-        for _ in range(cfg.batch):
-            prepare(k)
-            if hold_cycles:
-                torch.cuda._sleep(hold_cycles)
-            flusher()
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
+    while k < len(kinds):
+        kind = kinds[k]
+        if kind == "warm":
             t0 = time.perf_counter()
-            result = call(k % n_sets)
-            hosts.append(time.perf_counter() - t0)
+            result = call(k)
+            host_s = time.perf_counter() - t0
+            check(result)
+            sync()
+            hold.calibrate(host_s)  # the last warm-up call's enqueue time (the first may still compile)
+            after(k, result)
+            k += 1
+        elif kind == "wall":
+            # synchronised wall time, with event time of the same call (no hold: the GPU waits for the host's
+            # launches, as the wall clock does): catches work the events did not see
+            flusher()
+            sync()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t0 = time.perf_counter()
+            start.record()
+            result = call(k)
+            check(result)
             marks = tails() if tails is not None else []
             end.record()
-            keep(k, result)
-            events.append((start, end, marks))
-            k += 1
-        sync()
-        # a warm-up call that still compiled can leave the hold far too long: let a batch's median enqueue time
-        # shorten it, never lengthen it (a call that blocks, on .item() or a full launch queue, also times its
-        # wait on the hold, which would ratchet the hold up to its cap)
-        hold_cycles = min(hold_cycles, hold_for(sorted(hosts)[len(hosts) // 2]))
-        for s, e, marks in events:
-            t_end = s.elapsed_time(e)
-            # an idle stream's mark completes before the end event, a busy one's after it: the call's time runs
-            # to whichever came last, so work left running on the solution's own streams is timed either way
-            t_tail = max([t_end] + [s.elapsed_time(m) for m in marks])
-            samples.append(t_tail)
-            if tails is not None:
-                unjoined.append(t_tail - t_end)
-        if converged(samples, cfg.rel_target, cfg.min_samples) or len(samples) >= cfg.max_samples:
-            break
-        if time.perf_counter() - started > cfg.budget_s:
-            break
-    snap = clock_snapshot(device_index)
-    if snap:
-        clocks.append(snap)
-    # synchronised wall time, with event time of the same calls (no hold: the GPU waits for the host's launches,
-    # as the wall clock does): catches work the events did not see (streams the tails do not know, host threads)
-    wall: list[float] = []
-    wall_events: list[float] = []
-    for _ in range(3):
-        prepare(k)
-        flusher()
-        sync()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        t0 = time.perf_counter()
-        start.record()
-        result = call(k % n_sets)
-        marks = tails() if tails is not None else []
-        end.record()
-        sync()
-        wall.append((time.perf_counter() - t0) * 1e3)
-        wall_events.append(max([start.elapsed_time(end)] + [start.elapsed_time(m) for m in marks]))
-        keep(k, result)
-        k += 1
-    if on_last:
-        on_last(result)
-    timing = Timing(samples_ms=samples, wall_ms=wall, clocks=clocks, unjoined_ms=unjoined, wall_event_ms=wall_events)
-    summary = summarize(samples)
-    # launch-bound calls (short, or bimodal because the host enqueues slower than the GPU runs) get a graph time
-    launch_bound = summary is not None and (summary.median < cfg.graph_below_ms or summary.iqr > 0.1 * summary.median)
-    if graph or (graph is None and launch_bound):
-        try:
-            timing.graph_ms = _time_graph(call, flusher, cfg)
-        except Exception as exc:  # not every solution can be captured; that is not a failure
-            timing.graph_error = f"{type(exc).__name__}: {str(exc)[:200]}"
             sync()
-    return timing
+            out.wall_ms.append((time.perf_counter() - t0) * 1e3)
+            out.wall_event_ms.append(max([start.elapsed_time(end)] + [start.elapsed_time(m) for m in marks]))
+            after(k, result)
+            k += 1
+        else:
+            batch = []
+            while k < len(kinds) and kinds[k] == "held" and len(batch) < cfg.batch:
+                if hold.cycles:
+                    torch.cuda._sleep(hold.cycles)
+                flusher()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                t0 = time.perf_counter()
+                result = call(k)
+                check(result)
+                host = time.perf_counter() - t0
+                marks = tails() if tails is not None else []
+                end.record()
+                after(k, result)
+                batch.append((start, end, marks, host))
+                k += 1
+            sync()
+            hold.shorten([b[3] for b in batch])
+            for s, e, marks, _ in batch:
+                t_end = s.elapsed_time(e)
+                # an idle stream's mark completes before the end event, a busy one's after it: the call's time
+                # runs to whichever came last, so work left running on the solution's own streams is timed
+                t_tail = max([t_end] + [s.elapsed_time(m) for m in marks])
+                out.samples_ms.append(t_tail)
+                if tails is not None:
+                    out.unjoined_ms.append(t_tail - t_end)
+    return out
 
 
-def _time_graph(call: Callable[[int], object], flusher: Flusher, cfg: TimingConfig) -> float | None:
+def round_cpu(call: Call, kinds: list[str], cfg: TimingConfig, check: Check | None = None,
+              after: After | None = None) -> Round:
+    check = check or _nothing
+    after = after or _nothing
+    out = Round()
+    for k, kind in enumerate(kinds):
+        t0 = time.perf_counter()
+        result = call(k)
+        check(result)
+        t = (time.perf_counter() - t0) * 1e3
+        if kind != "warm":
+            out.samples_ms.append(t)
+        after(k, result)
+    return out
+
+
+def time_graph(call: Callable[[], object], flusher: Flusher, cfg: TimingConfig) -> float | None:
+    """The median time of one call captured in a CUDA graph and replayed (launch overhead left out)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        call(0)
+        call()
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        call(0)
+        call()
     torch.cuda.synchronize()
     samples: list[float] = []
     started = time.perf_counter()
@@ -232,24 +258,35 @@ def _time_graph(call: Callable[[int], object], flusher: Flusher, cfg: TimingConf
     return summary.median if summary else None
 
 
-def time_cpu(call: Callable[[int], object], n_sets: int, cfg: TimingConfig, prepare: Hook | None = None,
-             keep: Callable[[int, object], None] | None = None,
-             on_last: Callable[[object], None] | None = None) -> Timing:
-    prepare = prepare or _nothing
-    keep = keep or _nothing
-    prepare(-1)
-    call(0)
-    samples: list[float] = []
-    started = time.perf_counter()
-    k = 0
-    while len(samples) < 3 or (time.perf_counter() - started < cfg.cpu_budget_s and len(samples) < 200
-                               and not converged(samples, 0.02, 5)):
-        prepare(k)
-        t0 = time.perf_counter()
-        result = call(k % n_sets)
-        samples.append((time.perf_counter() - t0) * 1e3)
-        keep(k, result)
-        k += 1
-    if on_last:
-        on_last(result)
-    return Timing(samples_ms=samples, method="wall_clock")
+def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg: TimingConfig,
+              graph: bool | None = None, device_index: int = 0) -> Timing:
+    """Time a trusted callable on the GPU, ``call(i)`` running it on input set ``i % n_sets``: rounds until the
+    stopping rule of ``measure`` ends them, NVML clock readings around them, a graph time where it applies."""
+    from solbench.evaluate.measure import measure
+
+    snap = clock_snapshot(device_index)
+    hold = Hold(cfg, (snap or {}).get("max_sm_clock_mhz"))
+    count = [0]
+
+    def one(_k: int) -> object:
+        count[0] += 1
+        return call(count[0] % n_sets)
+
+    timing = measure(lambda kinds: round_cuda(one, kinds, flusher, cfg, hold), cfg, True, cfg.max_samples,
+                     graph=lambda: time_graph(lambda: call(0), flusher, cfg), want_graph=graph)
+    end = clock_snapshot(device_index)
+    timing.clocks = [c for c in (snap, end) if c]
+    return timing
+
+
+def time_cpu(call: Callable[[int], object], n_sets: int, cfg: TimingConfig) -> Timing:
+    """Time a trusted callable on the CPU (see ``time_cuda``)."""
+    from solbench.evaluate.measure import measure
+
+    count = [0]
+
+    def one(_k: int) -> object:
+        count[0] += 1
+        return call(count[0] % n_sets)
+
+    return measure(lambda kinds: round_cpu(one, kinds, cfg), cfg, False, cfg.cpu_max_samples)

@@ -51,6 +51,8 @@ class WorkloadResult(BaseModel):
     clocks: list[dict[str, Any]] = Field(default_factory=list)
     peak_memory_bytes: int | None = None
     dsl_share: float | None = None  # the solution's own DSL kernels' share of device time (when profiled)
+    timed_calls: int | None = None  # every call the timing made, warm-up included
+    rechecked: int | None = None  # timed calls the trusted side re-checked against the reference
     # baselines (ms)
     eager_ms: float | None = None
     compile_ms: float | None = None

@@ -137,3 +137,62 @@ def _restarted(prof: Any, entered_ns: int) -> bool:
     except Exception:
         return False
     return isinstance(start, int) and start > entered_ns
+
+
+class InterpreterStores:
+    """On the CPU, where Triton's interpreter runs the kernels: the distinct addresses the solution's kernels
+    stored to during a call (plain, masked, descriptor and atomic stores), the CPU's account of how much of the
+    output the DSL kernels produced. A kernel that stores a token part of the output, or one element many times,
+    counts only what it covers."""
+
+    def __init__(self) -> None:
+        self.chunks: list = []
+        self._saved: list = []
+
+    def __enter__(self) -> "InterpreterStores":
+        try:
+            from triton.runtime.interpreter import InterpreterBuilder
+        except ImportError:
+            return self
+        import numpy as np
+
+        chunks = self.chunks
+
+        def counting(name: str, ptr_arg: int, mask_arg: int | None):
+            original = getattr(InterpreterBuilder, name)
+
+            def wrapper(builder, *args, **kwargs):
+                try:
+                    ptrs = np.asarray(args[ptr_arg].data).reshape(-1)
+                    if mask_arg is not None and len(args) > mask_arg and args[mask_arg] is not None:
+                        mask = np.broadcast_to(np.asarray(args[mask_arg].data), np.asarray(args[ptr_arg].data).shape)
+                        ptrs = ptrs[mask.reshape(-1).astype(bool)]
+                    chunks.append(ptrs.astype(np.uint64))
+                except Exception:
+                    pass
+                return original(builder, *args, **kwargs)
+
+            self._saved.append((name, original))
+            setattr(InterpreterBuilder, name, wrapper)
+
+        for name, ptr_arg, mask_arg in (("create_masked_store", 0, 2), ("create_atomic_rmw", 1, 3),
+                                        ("create_atomic_cas", 0, None)):
+            if hasattr(InterpreterBuilder, name):
+                counting(name, ptr_arg, mask_arg)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            from triton.runtime.interpreter import InterpreterBuilder
+        except ImportError:
+            return
+        for name, original in reversed(self._saved):
+            setattr(InterpreterBuilder, name, original)
+        self._saved.clear()
+
+    def distinct(self) -> int:
+        import numpy as np
+
+        if not self.chunks:
+            return 0
+        return int(np.unique(np.concatenate(self.chunks)).size)

@@ -1,0 +1,83 @@
+"""When to stop timing: the trusted side's plan of a workload's timing rounds, and its stopping rule.
+
+A subject's timing is a series of rounds (``timing.Round``). The first starts with the warm-up calls and, on
+the GPU, the wall-time calls; then held samples follow, round after round, until the median's 95% interval is
+within the target, the sample cap is reached or the budget (time spent in rounds) is spent. Each round holds
+at most ``capacity`` calls: for a candidate, the slots of its ring of fresh inputs (``ring``). The rule runs
+on the trusted side for every subject, so a candidate cannot steer where its timing ends.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from solbench.evaluate.stats import converged, summarize
+from solbench.evaluate.timing import Round, Timing, TimingConfig
+
+RunRound = Callable[[list[str]], Round]
+
+
+class Plan:
+    def __init__(self, cfg: TimingConfig, cuda: bool, capacity: int):
+        self.cfg = cfg
+        self.cuda = cuda
+        self.capacity = max(1, int(capacity))
+        self.rel = cfg.rel_target if cuda else cfg.cpu_rel_target
+        self.min_samples = cfg.min_samples if cuda else cfg.cpu_min_samples
+        self.max_samples = cfg.max_samples if cuda else cfg.cpu_max_samples
+        self.budget_s = cfg.budget_s if cuda else cfg.cpu_budget_s
+        warm = max(1, cfg.warmup_calls) if cuda else 1
+        self.prefix = ["warm"] * warm + (["wall"] * cfg.wall_calls if cuda else [])
+
+    def next(self, timing: Timing, spent_s: float, per_call_s: float | None) -> list[str] | None:
+        """The next round's call kinds, or None when the timing is done."""
+        have = len(timing.samples_ms)
+        if not self.prefix:
+            if have >= self.max_samples or (have and spent_s >= self.budget_s):
+                return None
+            if converged(timing.samples_ms, self.rel, self.min_samples):
+                return None
+        kinds = self.prefix[:self.capacity]
+        self.prefix = self.prefix[len(kinds):]
+        room = self.capacity - len(kinds)
+        if self.prefix or room <= 0:
+            return kinds
+        if have < self.min_samples:
+            n = self.min_samples - have
+        else:  # what the budget left allows at the pace of the rounds so far, a batch at least
+            n = max(self.cfg.batch, int((self.budget_s - spent_s) / per_call_s) if per_call_s else 0)
+        n = max(1, min(n, room, self.max_samples - have))
+        return kinds + ["held"] * n
+
+
+def measure(run: RunRound, cfg: TimingConfig, cuda: bool, capacity: int,
+            graph: Callable[[], float | None] | None = None, want_graph: bool | None = None) -> Timing:
+    """Time a subject in rounds until the plan says stop; then, on the GPU, a CUDA-graph time for launch-bound
+    calls (short, or bimodal because the host enqueues slower than the GPU runs) where ``graph`` is given."""
+    plan = Plan(cfg, cuda, capacity)
+    timing = Timing(samples_ms=[], method="cuda_events" if cuda else "wall_clock")
+    spent = 0.0  # the budget counts rounds after the first (which holds the warm-up calls and their compiles)
+    per_call: float | None = None
+    first = True
+    while True:
+        kinds = plan.next(timing, spent, per_call)
+        if kinds is None:
+            break
+        t0 = time.perf_counter()
+        r = run(kinds)
+        took = time.perf_counter() - t0
+        timing.add(r)
+        timing.calls += len(kinds)
+        if not first:
+            spent += took
+            per_call = took / len(kinds)
+        first = False
+    s = summarize(timing.samples_ms)
+    launch_bound = s is not None and (s.median < cfg.graph_below_ms or s.iqr > 0.1 * s.median)
+    if cuda and graph is not None and (want_graph or (want_graph is None and launch_bound)):
+        try:
+            timing.graph_ms = graph()
+        except Exception as exc:  # not every solution can be captured; that is not a failure
+            timing.graph_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return timing

@@ -1,0 +1,341 @@
+"""The subjects the trusted worker judges: a trusted baseline called in its own process, or a candidate solution
+called in a sandboxed process of its own.
+
+Both answer ``call`` (one call on given inputs) and ``time`` (a timing, in rounds the trusted side plans: see
+``measure``). For a candidate, every input it is lent is a copy of one the trusted side keeps; every output is
+read out of memory the trusted side owns and pre-filled; every reply is checked against the trusted side's
+record of the exchange (``protocol``); and the timed calls that are re-checked are picked here, from a secret,
+after the round's outputs are written (``ring``).
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from solbench.evaluate import protocol
+from solbench.evaluate.calls import as_list, copied, cuda_healthy, short_traceback
+
+#: re-checked calls per round, picked at random among the round's timed calls, the round's last one beside
+RECHECKS_GPU = 5
+
+
+@dataclass
+class Called:
+    """One call of a subject: its outputs, its inputs as the call left them, and what went wrong."""
+
+    outputs: list[Any] | None = None
+    inputs_after: list[Any] | None = None
+    codes: list[str] = field(default_factory=list)
+    failed: dict[str, Any] | None = None
+    lost: bool = False  # the subject's process (or CUDA context) cannot go on
+    peak_memory_bytes: int | None = None  # device memory the call allocated beyond its inputs, at its peak
+    dsl_share: float | None = None  # with profiling: the solution's own DSL kernels' share of device time
+    dsl_stores: int | None = None  # on the CPU: elements the solution's DSL kernels stored during the call
+    kernels: list[Any] = field(default_factory=list)  # with profiling: the longest kernels (name, us)
+    message: str | None = None
+
+
+@dataclass
+class Timed:
+    """One timing of a subject: the measurement and what went wrong."""
+
+    timing: Any = None  # timing.Timing; None where the timing failed or its report was rejected
+    codes: list[str] = field(default_factory=list)
+    failed: dict[str, Any] | None = None
+    lost: bool = False
+    message: str | None = None
+    rechecked: int = 0  # timed calls re-checked against the reference
+    failure: dict[str, Any] | None = None  # the re-check that failed: call, seed, worst element
+
+
+class Rejected(Exception):
+    """Ends a candidate's timing with a verdict (reason codes, a message)."""
+
+    def __init__(self, codes: list[str], message: str, failure: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.codes = codes
+        self.message = message
+        self.failure = failure
+
+
+class LocalSubject:
+    """A trusted subject (a baseline) called in this process."""
+
+    untrusted = False
+    is_dsl = False
+    interpreted = False
+
+    def __init__(self, ctx, fn: Callable | None, compile_per_workload: bool = False):
+        self.ctx = ctx
+        self.compile_per_workload = compile_per_workload
+        self.call_fn = fn
+
+    def begin(self, uuid: str, reference: Callable) -> None:
+        if self.compile_per_workload:
+            import torch._dynamo
+
+            torch._dynamo.reset()  # a fresh static compile per workload: no dependence on workload order
+            self.call_fn = self.ctx.torch.compile(reference, dynamic=False)
+
+    def end(self) -> None:
+        pass
+
+    def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal", profile: bool = False) -> Called:
+        torch = self.ctx.torch
+        used = [copied(x) for x in inputs]
+        cuda = self.ctx.dev.type == "cuda"
+        try:
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated()
+            out = as_list(self.call_fn(*used))
+            if cuda:
+                torch.cuda.synchronize()
+        except torch.OutOfMemoryError:
+            return Called(failed={"verdict": "runtime_error", "reasons": ["out_of_memory"]})
+        except Exception as exc:
+            failed = {"verdict": "runtime_error", "reasons": ["exception"], "message": short_traceback(exc)}
+            lost = cuda and not cuda_healthy(torch)
+            if lost:
+                failed["reasons"].append("cuda_fault")
+            return Called(failed=failed, lost=lost)
+        peak = int(torch.cuda.max_memory_allocated() - before) if cuda else None
+        return Called(outputs=out, inputs_after=used, peak_memory_bytes=peak)
+
+    def time(self, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int], list[Any]], recheck=None) -> Timed:
+        from solbench.evaluate.timing import time_cpu, time_cuda
+
+        job = self.ctx.job
+        sets = [draw(self.ctx.seed_for(uuid, 1000 + i)) for i in range(int(job.get("input_sets", 3)))]
+        f = self.call_fn
+
+        def timed_call(i: int):
+            return f(*sets[i])
+
+        if self.ctx.dev.type == "cuda":
+            t = time_cuda(timed_call, len(sets), self.ctx.flusher, cfg, graph=job.get("graph"),
+                          device_index=self.ctx.dev.index or 0)
+        else:
+            t = time_cpu(timed_call, len(sets), cfg)
+        return Timed(timing=t)
+
+    def close(self) -> None:
+        pass
+
+
+class RemoteSubject:
+    """A candidate solution, run in its own sandboxed process; it is lent inputs through an arena."""
+
+    untrusted = True
+
+    def __init__(self, ctx, subject: dict[str, Any]):
+        from solbench.evaluate.languages import get_language
+
+        self.ctx = ctx
+        self.subject = subject
+        language = get_language(subject["language"])
+        self.is_dsl = subject["language"] == "triton"
+        self.interpreted = ctx.dev.type == "cpu" and language.interpreted_on_cpu
+        self.proc = None
+        self.ready_s: float | None = None
+        self.restarts = 0
+        self.isolation: str | None = None
+        self.arena = None
+        self.arena_id = 0
+        self.harness: str | None = None  # the digest of the candidate's harness snapshot taken before its import
+        self.import_codes: list[str] = []
+        self.log_path = ctx.workdir / "candidate.log"
+
+    # the process --------------------------------------------------------------------------------------
+    def start(self) -> str | None:
+        """Start the candidate's process and load the solution; returns a compile error, or None."""
+        from solbench.evaluate.sandbox import CandidateGone, CandidateProcess, SandboxSpec
+
+        job = self.ctx.job
+        sb = job["sandbox"]
+        spec = SandboxSpec(staged=self.subject["staged"], workdir=sb["private"], env=sb["env"],
+                           device=job["device"], hidden=list(sb.get("hidden") or []),
+                           readable=list(sb.get("readable") or []), mode=sb.get("mode", "auto"),
+                           max_file_bytes=int(sb.get("max_file_bytes", 4 << 30)),
+                           max_address_space_bytes=int(sb.get("max_address_space_bytes", 64 << 30)))
+        self.proc = CandidateProcess(spec, self.log_path, zygote=self.ctx.zygote)
+        t0 = time.perf_counter()
+        self.proc.start()
+        load = {"op": "load", "device": job["device"], "language": self.subject["language"],
+                "staged": self.subject["staged"], "entry_file": self.subject["entry_file"],
+                "function": self.subject["function"], "dps": bool(self.subject.get("dps")),
+                "tf32": bool(self.ctx.definition.allow_tf32), "threads": int(job.get("cpu_threads") or 0),
+                "nonce": protocol.nonce()}
+        try:
+            raw, alone = self.proc.request(load, float(job.get("startup_timeout_s", 180)))
+            reply = protocol.accept(raw, "ready", load["nonce"], alone)
+        except CandidateGone as gone:
+            self.stop()
+            return f"the solution did not load ({gone.why}): {gone.detail}"[:2000]
+        except protocol.Forged as forged:
+            self.stop()
+            return f"the candidate's process did not report ready: {forged}"[:2000]
+        if reply.type == "fatal":
+            self.stop()
+            return str(reply.message)[:2000]
+        if self.ready_s is None:
+            self.ready_s = time.perf_counter() - t0
+        self.harness = reply.harness
+        self.import_codes = [c for c in reply.codes if isinstance(c, str)][:10]
+        self.isolation = self.proc.isolation
+        return None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop()
+            self.proc = None
+        self._drop_arena()
+
+    def close(self) -> None:
+        self.stop()
+
+    def begin(self, uuid: str, reference: Callable) -> None:
+        pass
+
+    def end(self) -> None:
+        self._drop_arena()
+
+    def _drop_arena(self) -> None:
+        if self.arena is not None:
+            self.arena.close()
+            self.arena = None
+
+    def _settle(self) -> None:
+        """The arena's copies are queued on this process's stream: they must land before the candidate reads."""
+        if self.ctx.dev.type == "cuda":
+            self.ctx.torch.cuda.synchronize()
+
+    def _lend(self, nbytes: int):
+        from solbench.evaluate.arena import Arena
+
+        self._drop_arena()
+        self.arena_id += 1
+        self.arena = Arena(nbytes, self.ctx.dev, self.ctx.job["sandbox"]["private"])
+        return self.arena
+
+    def _exchange(self, msg: dict[str, Any], expected: str):
+        """(the checked reply, None) or (None, a verdict update) when the process did not answer or the reply is
+        not one the exchange allows."""
+        from solbench.evaluate.sandbox import CandidateGone
+
+        if self.proc is None:
+            error = self.start()
+            if error:
+                return None, {"verdict": "runtime_error", "reasons": ["restart_failed"], "message": error}
+        msg = dict(msg, arena_id=self.arena_id, arena=self.arena.handle, nonce=protocol.nonce())
+        try:
+            raw, alone = self.proc.request(msg, float(self.ctx.job.get("workload_timeout_s", 120)))
+        except CandidateGone as gone:
+            self.stop()
+            self.restarts += 1
+            if gone.why == "timeout":
+                return None, {"verdict": "timeout", "reasons": ["timeout"], "message": gone.detail}
+            return None, {"verdict": "runtime_error", "reasons": ["crash"], "message": gone.detail}
+        try:
+            reply = protocol.accept(raw, expected, msg["nonce"], alone)
+        except protocol.Forged as forged:
+            self.stop()  # the channel is out of step: the next workload gets a fresh process
+            return None, {"verdict": "reward_hack", "reasons": ["result_forgery"], "message": str(forged)}
+        codes = list(self.import_codes) + [c for c in reply.codes][:10]
+        if not reply.lost and reply.harness != self.harness and "harness_tamper" not in codes:
+            codes.append("harness_tamper")  # the digest the trusted side holds from before the solution loaded
+        reply.codes = sorted(set(codes))
+        return reply, None
+
+    def _failure(self, reply) -> dict[str, Any]:
+        """The failure a reply reports, as a verdict update: only runtime_error is accepted from a candidate."""
+        if reply.lost:
+            self.stop()
+        failed = reply.failed
+        if failed.get("verdict") != "runtime_error":
+            return {"verdict": "reward_hack", "reasons": ["result_forgery"],
+                    "message": f"the candidate's process reported the verdict {str(failed.get('verdict'))[:40]!r}; "
+                               "only the trusted side decides verdicts other than runtime_error"}
+        return {"verdict": "runtime_error", "reasons": [str(r) for r in failed.get("reasons") or []][:5],
+                "message": str(failed.get("message") or "")[:3000]}
+
+    # calls ----------------------------------------------------------------------------------------------
+    def _outputs(self, described: list[Any], slots: list[dict[str, Any]]) -> list[Any]:
+        """What the candidate produced, as the trusted side sees it (mismatches become judgeable stand-ins)."""
+        from solbench.evaluate.arena import dtype_from_name
+
+        torch = self.ctx.torch
+        got: list[Any] = []
+        for info, slot in zip(described, slots):
+            if not isinstance(info, dict) or info.get("missing"):
+                break
+            if info.get("delivered"):
+                got.append(self.arena.view(slot).clone())  # pre-filled: an undelivered output is the sentinel
+            elif "shape" in info and "dtype" in info:
+                try:
+                    got.append(torch.empty([int(s) for s in info["shape"]], dtype=dtype_from_name(str(info["dtype"])),
+                                           device="meta"))
+                except (ValueError, TypeError, RuntimeError):
+                    got.append(f"unreadable output {str(info)[:80]}")
+            else:
+                got.append(f"a {str(info.get('type'))[:40]}")
+        return got
+
+    def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal", profile: bool = False) -> Called:
+        from solbench.evaluate.arena import nbytes_for, nbytes_of
+        from solbench.evaluate.ring import sentinel_fill
+
+        shapes = self.ctx.out_shapes(axes)
+        arena = self._lend(sum(nbytes_of(x) for x in inputs) + sum(nbytes_for(s, d) for s, d in shapes))
+        in_slots = [arena.put(x) for x in inputs]
+        out_slots = [arena.reserve(s, d) for s, d in shapes]
+        for slot in out_slots:
+            sentinel_fill(arena.view(slot))
+        self._settle()
+        reply, gone = self._exchange({"op": "call", "inputs": in_slots, "outputs": out_slots, "mode": mode,
+                                      "profile": profile}, "called")
+        if gone:
+            return Called(failed=gone, lost=gone["verdict"] != "reward_hack", message=gone.get("message"))
+        if reply.failed:
+            return Called(failed=self._failure(reply), lost=reply.lost, codes=reply.codes)
+        outputs = self._outputs(reply.outputs, out_slots)
+        if reply.count != len(shapes) and len(outputs) == len(shapes) and not reply.codes:
+            outputs.append("an extra output")  # the count mismatch is judged as incorrect_shape
+        after = [copied(arena.view(s)) for s in in_slots]
+        peak = reply.peak_memory_bytes  # the candidate's own report: informational
+        return Called(outputs=outputs, inputs_after=after, codes=reply.codes,
+                      peak_memory_bytes=peak if isinstance(peak, int) and peak >= 0 else None,
+                      dsl_share=reply.dsl_share, dsl_stores=reply.dsl_stores, kernels=reply.kernels[:5])
+
+    def time(self, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int], list[Any]],
+             recheck: Callable[[list[Any], list[Any]], str | None]) -> Timed:
+        """Time the candidate in rounds over a ring of fresh inputs (see ``ring`` and ``timed``)."""
+        from solbench.evaluate.timed import time_remote
+
+        try:
+            return time_remote(self, uuid, axes, cfg, draw, recheck)
+        except Rejected as r:
+            return Timed(codes=r.codes, message=r.message, failure=r.failure)
+
+
+def picks(rng: random.Random, calls: list[int], cuda: bool) -> list[int]:
+    """Which of a round's timed calls are re-checked: on the CPU all of them, on the GPU ``RECHECKS_GPU`` at
+    random and the round's last one."""
+    if not calls:
+        return []
+    if not cuda or len(calls) <= RECHECKS_GPU + 1:
+        return list(calls)
+    chosen = set(rng.sample(calls[:-1], RECHECKS_GPU))
+    chosen.add(calls[-1])
+    return sorted(chosen)
+
+
+def secret_rng() -> random.Random:
+    return random.Random(secrets.randbits(64))
+
+

@@ -1,0 +1,299 @@
+"""The trusted worker's process, as the runner keeps it: started once per device, health-checked, replaced after a
+crash, hang or lost CUDA context, and ended with the runner whatever ends the runner.
+
+``run_worker`` sends one job and collects its results (one JSON line per finished workload), enforcing the
+time limits; a worker that fails mid-job is replaced and the fresh one takes the remaining workloads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from solbench.evaluate.isolation import die_with_parent
+from solbench.evaluate.sandbox import end_process
+from solbench.evaluate.verdict import VERDICT_ORDER
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+_KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
+             "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+             "NVSHMEM_DISABLE_NVLS", "SOLBENCH_ZYGOTE", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "VIRTUAL_ENV",
+             "SOLBENCH_EXTRA_PATH", "SOLBENCH_CPU_THREADS")
+#: the worker's entry, run with ``python -I`` (no environment variables, no user site, no script directory on
+#: the path): the module path comes from the runner's own
+_BOOT = ("import sys; sys.path[:0] = [p for p in sys.argv.pop(1).split(chr(10)) if p]; "
+         "from solbench.evaluate.worker import cli; cli()")
+
+
+def module_paths() -> list[str]:
+    paths = [PACKAGE_PARENT]
+    extra = os.environ.get("SOLBENCH_EXTRA_PATH")
+    if extra:
+        paths += [p for p in extra.split(os.pathsep) if p]
+    return paths
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The scrubbed environment of the worker and of candidates."""
+    env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(module_paths())
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.setdefault("SOLBENCH_CPU_THREADS", "1")
+    if extra:
+        env.update(extra)
+    return env
+
+
+@dataclass
+class WorkerOutcome:
+    environment: dict[str, Any] = field(default_factory=dict)
+    #: (subject index, workload uuid) -> the worker's result message
+    results: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
+    fatal: dict[int, dict[str, Any]] = field(default_factory=dict)  # subject index -> compile error
+    log: str = ""
+    elapsed_s: float = 0.0
+    ready_s: float | None = None  # trusted worker's start to "ready" (its candidate loaded), first worker
+    candidate_ready_s: float | None = None  # the candidate's process: start to solution imported
+    sandbox: str | None = None  # the isolation the candidate's process got: "namespaces" or "rlimits"
+    candidate_log: str = ""
+    candidate_restarts: int = 0
+
+    def for_subject(self, index: int) -> dict[str, dict[str, Any]]:
+        return {uuid: r for (i, uuid), r in self.results.items() if i == index}
+
+
+class _WorkerResult(BaseModel):
+    """The shape a worker's per-workload message must have; anything else is treated as forged."""
+
+    model_config = ConfigDict(extra="allow")
+    uuid: str
+    subject: int = 0
+    verdict: str
+    reasons: list[str] = Field(default_factory=list)
+    samples_ms: list[float] | None = None
+    wall_ms: list[float] | None = None
+    wall_event_ms: list[float] | None = None
+    graph_ms: float | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    peak_memory_bytes: int | None = None
+
+    @field_validator("verdict")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in VERDICT_ORDER:
+            raise ValueError(f"unknown verdict {v!r}")
+        return v
+
+    @field_validator("samples_ms", "wall_ms", "wall_event_ms")
+    @classmethod
+    def _plausible(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and any(not (x >= 0) or x != x for x in v):
+            raise ValueError("negative or NaN time")
+        return v
+
+
+def _checked(msg: dict[str, Any]) -> dict[str, Any]:
+    try:
+        _WorkerResult.model_validate(msg)
+        return msg
+    except ValidationError as exc:
+        return {"uuid": str(msg.get("uuid")), "verdict": "reward_hack", "reasons": ["result_forgery"],
+                "message": f"malformed result message from the worker: {exc.errors()[0]['msg']}"}
+
+
+class Judge:
+    """The persistent trusted worker of one device."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.dir = Path(tempfile.mkdtemp(prefix="solbench-judge-"))
+        self.log_path = self.dir / "worker.log"
+        cmd_r, cmd_w = os.pipe()
+        res_r, res_w = os.pipe()
+        argv = [sys.executable, "-I", "-c", _BOOT, "\n".join(module_paths()), "--serve", str(cmd_r), str(res_w)]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(cmd_r, res_w),
+                cwd=str(self.dir), env=child_env({"SOLBENCH_WORKER_DEVICE": device}), start_new_session=True,
+                preexec_fn=die_with_parent)  # killed when the runner ends
+        os.close(cmd_r)
+        os.close(res_w)
+        self.cmd = os.fdopen(cmd_w, "w", buffering=1)
+        self.res_fd = res_r
+        self.jobs = 0
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def submit(self, job_path: Path) -> int:
+        """Send a job; returns the log offset where its output starts."""
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self.cmd.write(f"{job_path}\n")
+        self.cmd.flush()
+        self.jobs += 1
+        return offset
+
+    def log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                return f.read()[-20000:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        import shutil
+
+        end_process(self.proc, 5, self.cmd.close, lambda: os.close(self.res_fd))
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_JUDGES: dict[str, Judge] = {}
+
+
+def judge_for(device: str) -> Judge:
+    judge = _JUDGES.get(device)
+    if judge is None or not judge.alive():
+        if judge is not None:
+            judge.stop()
+        judge = _JUDGES[device] = Judge(device)
+    return judge
+
+
+def retire_judge(device: str) -> None:
+    judge = _JUDGES.pop(device, None)
+    if judge is not None:
+        judge.stop()
+
+
+def retire_all() -> None:
+    for device in list(_JUDGES):
+        retire_judge(device)
+
+
+def end_with_signals() -> None:
+    """On SIGTERM, SIGHUP or SIGINT, retire every trusted worker (their candidates die with them), then end as
+    the signal would have. A SIGKILL cannot be caught: then each worker's parent-death signal ends it."""
+
+    def handler(signum, frame):
+        retire_all()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, handler)
+
+
+def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s: float, workdir: Path) -> WorkerOutcome:
+    """Run ``job`` on the device's trusted worker until every (subject, workload) pair has a result.
+
+    A worker that crashes, loses its CUDA context or exceeds a time limit is killed with its whole session; the
+    pair in progress gets the verdict and a fresh worker takes the rest.
+    """
+    outcome = WorkerOutcome()
+    pending: list[tuple[int, str]] = [tuple(p) for p in job["pairs"]]
+    attempts = 0
+    started = time.perf_counter()
+    # the trusted worker waits on a candidate with the candidate's own limits, so its own limit per workload
+    # allows for one such wait and one restart of the candidate's process
+    untrusted = any(sub["kind"] == "solution" for sub in job["subjects"])
+    per_workload = workload_timeout_s + (startup_timeout_s + 60 if untrusted else 0)
+    job = dict(job, workdir=job.get("workdir") or str(workdir))
+    while pending and attempts <= len(job["pairs"]):
+        attempts += 1
+        job_path = workdir / f"job-{attempts}.json"
+        job_path.write_text(json.dumps(dict(job, pairs=pending)))
+        spawned = time.perf_counter()
+        judge = judge_for(job["device"])
+        try:
+            offset = judge.submit(job_path)
+        except OSError:  # it died after the health check: once more, with a fresh one
+            retire_judge(job["device"])
+            judge = judge_for(job["device"])
+            offset = judge.submit(job_path)
+        deadline = time.monotonic() + startup_timeout_s * (2 if untrusted else 1) + (0 if judge.jobs > 1 else 60)
+        ended, deadline = _collect(judge, outcome, pending, deadline, per_workload, spawned)
+        log_tail = judge.log_since(offset)
+        outcome.log += log_tail
+        if ended != "done":
+            retire_judge(job["device"])  # a fresh trusted worker (and CUDA context) for whatever follows
+        if ended in ("done", "lost") or not pending:
+            continue
+        key = pending.pop(0)
+        if ended == "timeout":
+            outcome.results[key] = {"uuid": key[1], "verdict": "timeout", "reasons": ["timeout"],
+                                    "message": f"no result within {per_workload:.0f} s"}
+        else:
+            outcome.results[key] = {"uuid": key[1], "verdict": "runtime_error", "reasons": ["crash"],
+                                    "message": f"the trusted worker ended during this workload; log tail: "
+                                               f"{log_tail[-800:]}"}
+    outcome.elapsed_s = time.perf_counter() - started
+    return outcome
+
+
+def _collect(judge: Judge, outcome: WorkerOutcome, pending: list, deadline: float, per_workload: float,
+             spawned: float) -> tuple[str, float]:
+    """Read the worker's messages until the job ends: "done", "lost", "timeout" or "crash"."""
+    buf = b""
+    eof = False
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "timeout", deadline
+        ready, _, _ = select.select([judge.res_fd], [], [], min(remaining, 0.5))
+        if ready:
+            chunk = os.read(judge.res_fd, 1 << 16)
+            if chunk:
+                buf += chunk
+            else:
+                eof = True
+        elif not judge.alive():
+            eof = True
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            try:
+                msg = json.loads(line.decode(errors="replace"))
+            except json.JSONDecodeError:
+                continue
+            kind = msg.get("type")
+            if kind == "env":
+                outcome.environment = {k: v for k, v in msg.items() if k != "type"}
+            elif kind == "ready":
+                deadline = time.monotonic() + per_workload
+                if outcome.ready_s is None:
+                    outcome.ready_s = time.perf_counter() - spawned
+                    outcome.candidate_ready_s = msg.get("candidate_ready_s")
+                    outcome.sandbox = msg.get("sandbox")
+            elif kind == "candidate":
+                outcome.candidate_log += str(msg.get("log") or "")[-20000:]
+                outcome.candidate_restarts += int(msg.get("restarts") or 0)
+            elif kind == "workload":
+                key = (msg.get("subject"), msg.get("uuid"))
+                if key in pending:
+                    outcome.results[key] = _checked(msg)
+                    pending.remove(key)
+                deadline = time.monotonic() + per_workload
+            elif kind == "fatal":
+                index = msg.get("subject")
+                outcome.fatal[index] = msg
+                for key in [k for k in pending if k[0] == index]:
+                    outcome.results[key] = {"uuid": key[1], "verdict": msg.get("verdict", "compile_error"),
+                                            "reasons": ["compile_error"], "message": msg.get("message")}
+                    pending.remove(key)
+            elif kind in ("lost", "done"):
+                return kind, deadline
+        if eof:
+            return "crash", deadline

@@ -1,0 +1,67 @@
+"""The ring of timed-call slots (evaluate/ring.py): fresh inputs per slot, sentinel-filled outputs the trusted side
+reads itself, and the candidate's view of a slot."""
+
+import torch
+
+from solbench.evaluate import ring
+from solbench.evaluate.arena import Arena
+
+
+def _draw(seed):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(4, 6, generator=g), 0.5, torch.randint(0, 9, (3,), generator=g)]
+
+
+def test_every_slot_gets_its_own_draw_and_the_trusted_side_keeps_it(tmp_path):
+    probe = _draw(0)
+    outs = [((4, 6), torch.float32), ((3,), torch.int64), ((2,), torch.bool)]
+    layout, used = ring.Layout.plan(5, probe, outs)
+    tr = ring.TrustedRing(Arena(used, torch.device("cpu"), tmp_path), layout, _draw)
+    tr.fill([11, 12, 13])
+    # slots hold exactly the draws of their seeds, at addresses of their own
+    for k, seed in enumerate([11, 12, 13]):
+        assert torch.equal(tr.inputs_after(k)[0], _draw(seed)[0]) and tr.inputs_after(k)[1] == 0.5
+    assert not torch.equal(tr.pristine[0][0], tr.pristine[1][0])
+    # nothing has written an output yet: every filled slot is found unwritten
+    assert tr.unwritten_slots(3) == [0, 1, 2]
+    cand = ring.CandidateRing(tr.arena.buf, layout.describe(), tr.round_spec(), dps=False)
+    args = cand.args(1)
+    assert torch.equal(args[0], tr.pristine[1][0]) and args[1] == 0.5
+    assert args[0].data_ptr() != cand.args(0)[0].data_ptr()
+    cand.store(1, [torch.ones(4, 6), torch.zeros(3, dtype=torch.int64), torch.zeros(2, dtype=torch.bool)])
+    assert tr.unwritten_slots(3) == [0, 2]
+    assert torch.equal(tr.outputs_of(1)[0], torch.ones(4, 6))
+    # a result of the wrong shape is not copied: its slot keeps the sentinel
+    cand.store(2, [torch.ones(5, 6), torch.zeros(3, dtype=torch.int64), torch.zeros(2, dtype=torch.bool)])
+    assert 2 in tr.unwritten_slots(3)
+    # a refill puts every output room back to its sentinel
+    tr.fill([14, 15, 16])
+    assert tr.unwritten_slots(3) == [0, 1, 2]
+
+
+def test_destination_passing_calls_write_their_slot_directly(tmp_path):
+    layout, used = ring.Layout.plan(2, _draw(0), [((4, 6), torch.float32)])
+    tr = ring.TrustedRing(Arena(used, torch.device("cpu"), tmp_path), layout, _draw)
+    tr.fill([1, 2])
+    cand = ring.CandidateRing(tr.arena.buf, layout.describe(), tr.round_spec(), dps=True)
+    x, scale, idx, out = cand.args(0)
+    torch.mul(x, scale, out=out)
+    assert tr.unwritten_slots(2) == [1]
+    assert torch.equal(tr.outputs_of(0)[0], tr.pristine[0][0] * 0.5)
+
+
+def test_sentinels_are_found_and_partial_writes_are_not_unwritten():
+    x = torch.empty(3, 4)
+    ring.sentinel_fill(x)
+    assert bool(ring.unwritten(x).all())
+    x[1, 0] = 1.0
+    assert ring.unwritten(x).tolist() == [True, False, True]
+    b = torch.empty(2, 3, dtype=torch.bool)
+    ring.sentinel_fill(b)
+    b[0] = True
+    assert ring.unwritten(b).tolist() == [False, True]
+
+
+def test_capacity_is_bounded_by_memory_and_by_the_cap():
+    assert ring.capacity(1 << 10, torch.device("cpu"), 1 << 10) == ring.MAX_SLOTS_CPU
+    assert ring.capacity(3 << 30, torch.device("cpu"), 0) == 1

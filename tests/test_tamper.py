@@ -1,0 +1,126 @@
+"""The in-process layer (evaluate/integrity/tamper.py, ghost.py, calls.not_plain): what a snapshot sees change,
+what the ghost replay counts, which results are never touched."""
+
+import sys
+import threading
+
+import pytest
+import torch
+
+import solbench.evaluate.candidate  # noqa: F401  (the harness modules a candidate's process loads)
+from solbench.evaluate import calls, timing
+from solbench.evaluate.integrity import ghost, tamper
+
+
+@pytest.fixture
+def before():
+    return tamper.snapshot()
+
+
+def test_a_snapshot_does_not_change_by_itself(before):
+    assert tamper.tampered(before) == []
+    now = tamper.snapshot()
+    assert tamper.digest(tamper.comparable(before, now)) == tamper.digest(before)
+
+
+def test_rebinding_an_imported_name_in_a_harness_module_is_seen(before, monkeypatch):
+    monkeypatch.setattr(timing, "time", type("FakeTime", (), {"perf_counter": staticmethod(lambda: 0.0)}))
+    assert "solbench.evaluate.timing.time" in tamper.tampered(before)
+
+
+def test_a_name_added_to_a_harness_module_is_seen(before, monkeypatch):
+    monkeypatch.setattr(calls, "len", lambda x: 0, raising=False)  # would shadow the builtin inside calls
+    assert "solbench.evaluate.calls.len" in tamper.tampered(before)
+
+
+def test_the_checker_itself_is_covered(before, monkeypatch):
+    original = tamper.snapshot
+    monkeypatch.setattr(tamper, "tampered", lambda *a, **k: [])
+    now = original()
+    assert now["solbench.evaluate.integrity.tamper.tampered"] != before["solbench.evaluate.integrity.tamper.tampered"]
+    # the digest the trusted side compares changes with it
+    assert tamper.digest(tamper.comparable(before, now)) != tamper.digest(before)
+
+
+def test_swapping_a_functions_code_in_place_is_seen(before):
+    f = calls.as_list
+    code = f.__code__
+    f.__code__ = (lambda result: [result]).__code__
+    try:
+        assert "solbench.evaluate.calls.as_list" in tamper.tampered(before)
+    finally:
+        f.__code__ = code
+
+
+@pytest.mark.parametrize("hook", ["settrace", "setprofile"])
+def test_trace_and_profile_hooks_are_seen(before, hook):
+    getattr(sys, hook)(lambda *a: None)
+    try:
+        assert f"hook.sys.get{hook[3:]}" in tamper.tampered(before)
+    finally:
+        getattr(sys, hook)(None)
+
+
+def test_thread_hooks_and_torch_modes_are_seen(before):
+    threading.settrace(lambda *a: None)
+    try:
+        assert "hook.threading.trace" in tamper.tampered(before)
+    finally:
+        threading.settrace(None)
+    from torch.overrides import TorchFunctionMode
+
+    with TorchFunctionMode():
+        assert "hook.torch._len_torch_function_stack" in tamper.tampered(before)
+
+
+def test_watched_state_is_seen(before):
+    class State:
+        def __init__(self):
+            self.fn = print
+            self.counter = 0
+
+    s = State()
+    tamper.watch("probe", s, mutable={"counter"})
+    base = tamper.snapshot()
+    s.counter += 1
+    assert tamper.tampered(base) == []
+    s.fn = repr
+    assert "watched.probe.fn" in tamper.tampered(base)
+    tamper._watched.pop("probe")
+
+
+def test_results_that_would_run_the_solutions_code_are_refused():
+    class LazyTuple(tuple):
+        def __iter__(self):
+            raise AssertionError("iterated")
+
+    class Sub(torch.Tensor):
+        pass
+
+    class Number:
+        def __float__(self):
+            raise AssertionError("converted")
+
+    assert calls.not_plain(LazyTuple([torch.ones(2)])) and "tuple subclass" in calls.not_plain(LazyTuple())
+    assert calls.not_plain(torch.ones(2).as_subclass(Sub))
+    assert calls.not_plain([torch.ones(2), Number()])
+    assert calls.not_plain((torch.ones(2), 1.5, None)) is None and calls.not_plain(torch.ones(1)) is None
+    assert calls.as_list(LazyTuple([1])) == [LazyTuple([1])]  # not unpacked: that would iterate it
+
+
+def test_the_ghost_must_not_reproduce_most_of_the_output():
+    real = [torch.arange(100.0)]
+    nothing_done = [torch.full((100,), float("nan"))]
+    assert ghost.reproduced_share(real, nothing_done, [None]) == 0.0
+    token = real[0].clone()
+    token[:2] = float("nan")  # the DSL kernels wrote 2 of 100 elements
+    assert ghost.reproduced_share(real, [token], [None]) == 0.98
+    # an in-place output: only the elements the real call changed count
+    before = torch.zeros(100)
+    after = before.clone()
+    after[10:20] = 1.0
+    assert ghost.reproduced_share([after], [before.clone()], [before]) == 0.0
+    assert ghost.reproduced_share([after], [after.clone()], [before]) == 1.0
+    # a ghost that returns something else gives no evidence
+    assert ghost.reproduced_share(real, [torch.zeros(3)], [None]) is None
+    assert ghost.reproduced_share(real, [], [None]) is None

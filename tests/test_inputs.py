@@ -33,14 +33,15 @@ def test_roles():
     }, AXES)
     w = Workload(uuid="w", axes={"T": 32}, inputs={})
     x, nw, wt, ids, pages, lens, mask, q8, var, probs, cos, sin = make_inputs(d, w, seed=1, device="cpu")
-    assert x.dtype == torch.bfloat16 and x.shape == (32, 256) and 0.8 < float(x.float().std()) < 1.2
-    assert abs(float(nw.float().mean()) - 1) < 0.05 and float(nw.float().std()) < 0.2
-    assert abs(float(wt.std()) - 256 ** -0.5) < 0.01
+    assert x.dtype == torch.bfloat16 and x.shape == (32, 256) and bool(torch.isfinite(x.float()).all())
+    assert float(x.float().abs().max()) >= 8  # outliers of magnitude tens in every draw
+    assert float((nw.float() > 0).float().mean()) > 0.9 and float(nw.float().abs().max()) < 3.0 * 4 * 1.5
+    assert 0.4 * 256 ** -0.5 < float(wt.std()) < 2.5 * 256 ** -0.5
     assert ids.min() >= 0 and ids.max() < 64 and ids.dtype == torch.int64
     assert pages.dtype == torch.int32 and all(len(set(r.tolist())) == 8 for r in pages) and pages.max() < 64
     assert lens.min() >= 1 and lens.max() <= 5
     assert mask.dtype == torch.bool and mask.tril().equal(mask) and mask.diagonal().all()
-    assert q8.dtype == torch.float8_e4m3fn and q8.float().abs().max() <= 2
+    assert q8.dtype == torch.float8_e4m3fn and q8.float().abs().max() <= 2 and q8.float().std() > 0.2
     assert var.min() > 0
     assert torch.allclose(probs.sum(-1), torch.ones(32), atol=1e-5)
     assert torch.allclose(cos ** 2 + sin ** 2, torch.ones_like(cos), atol=1e-5)
@@ -85,3 +86,146 @@ def test_custom_inputs_entrypoint():
 
     x, = make_inputs(d, w, 0, "cpu", custom_entry=gen)
     assert x.tolist() == [5.0, 5.0, 5.0]
+
+
+# ---- wide draws (issue 11, item 6): the whole meaningful range, heavy tails, per-draw scales, outliers ------------
+
+def _draw(inputs, axes_values, seed, axes=None):
+    d = _defn(inputs, axes or {"T": {"type": "var"}, "H": {"type": "var"}})
+    return make_inputs(d, Workload(uuid="w", axes=axes_values, inputs={}), seed, "cpu")
+
+
+LLM = {"T": 256, "H": 4096}  # a realistic hidden-state size
+
+
+def test_activations_reach_the_whole_range_on_every_draw():
+    """A kernel that is only right for |x| < 8 (a polynomial sigmoid) meets such inputs on every draw."""
+    for seed in range(8):
+        x, = _draw({"x": {"shape": ["T", "H"], "dtype": "float32"}}, LLM, seed)
+        assert bool(torch.isfinite(x).all())
+        assert int((x.abs() >= 8).sum()) >= 5, seed
+        assert float(x.abs().max()) >= 30, seed
+    # small tensors too: at least one outlier element per tensor
+    for seed in range(8):
+        x, = _draw({"x": {"shape": ["T"], "dtype": "float32"}}, {"T": 7, "H": 1}, seed)
+        assert float(x.abs().max()) >= 8
+
+
+def test_activation_scale_varies_between_draws_and_is_shared_within_one():
+    meds = []
+    for seed in range(16):
+        a, b = _draw({"a": {"shape": ["T", "H"], "dtype": "float32"}, "b": {"shape": ["T", "H"], "dtype": "float32"}},
+                     {"T": 64, "H": 512}, seed)
+        ma, mb = float(a.abs().median()), float(b.abs().median())
+        assert 0.8 < ma / mb < 1.25  # one scale per draw: new keys and cached keys, x and its residual agree
+        meds.append(ma)
+    assert max(meds) / min(meds) > 10  # log-uniform over two decades
+
+
+def test_activations_are_heavy_tailed_with_outlier_channels():
+    for seed in range(4):
+        x, = _draw({"x": {"shape": ["T", "H"], "dtype": "float32"}}, LLM, seed)
+        x = x.double()
+        z = (x - x.mean()) / x.std()
+        assert float((z ** 4).mean()) > 4  # a normal has kurtosis 3
+        rms = x.pow(2).mean(dim=0).sqrt()  # per channel
+        assert float(rms.max()) >= 8 and float(rms.max() / rms.median()) >= 3
+
+
+def test_logits_are_wide_but_have_no_outlier_columns():
+    from solbench.problems.inputs import is_logits
+
+    assert is_logits("logits") and is_logits("router_logits") and is_logits("gating") and not is_logits("x")
+    scales = []
+    for seed in range(8):
+        x, = _draw({"logits": {"shape": ["T", "H"], "dtype": "float32"}}, {"T": 64, "H": 4000}, seed)
+        rms = x.double().pow(2).mean(dim=0).sqrt()
+        assert float(rms.max() / rms.median()) < 3  # no column wins every row
+        scales.append(float(x.std()))
+    assert max(scales) / min(scales) > 10
+
+
+def test_fp16_and_fp8_stay_finite_and_in_range():
+    inputs = {"h": {"shape": ["T", "H"], "dtype": "float16"},
+              "hw": {"shape": ["H", "H"], "dtype": "float16", "role": "weight"},
+              "q8": {"shape": ["T", "H"], "dtype": "float8_e4m3fn"},
+              "q8r": {"shape": ["T", "H"], "dtype": "float8_e4m3fn", "range": [-1, 3]},
+              "q5": {"shape": ["T", "H"], "dtype": "float8_e5m2"},
+              "w8": {"shape": ["H", "H"], "dtype": "float8_e4m3fn", "role": "weight"}}
+    for seed in range(4):
+        h, hw, q8, q8r, q5, w8 = _draw(inputs, {"T": 512, "H": 1024}, seed)
+        for t in (h, hw, q8, q8r, q5, w8):
+            assert bool(torch.isfinite(t.float()).all())
+        assert bool(torch.isfinite(h * h).all())  # |x| <= 255 in fp16: its square is finite
+        assert float(h.float().abs().max()) >= 8
+        assert float(q8.float().abs().max()) <= 2 and float(q5.float().abs().max()) <= 2
+        assert float(q8r.float().min()) >= -1 and float(q8r.float().max()) <= 3
+        assert float(q8r.float().min()) < 0.5 < float(q8r.float().max())  # spread around the range's centre
+        assert float(w8.float().abs().max()) <= 448
+
+
+def test_declared_range_is_honoured():
+    for seed in range(4):
+        x, b = _draw({"x": {"shape": ["T", "H"], "dtype": "float32", "range": [-3, 5]},
+                      "b": {"shape": ["T", "H"], "dtype": "bfloat16", "range": [0, "H"]}}, {"T": 128, "H": 512}, seed)
+        assert float(x.min()) >= -3 and float(x.max()) <= 5 and float(x.std()) > 0.5
+        assert float(b.float().min()) >= 0 and float(b.float().max()) <= 512
+
+
+def test_other_roles_vary_within_their_meaning():
+    inputs = {"w": {"shape": ["H", "H"], "dtype": "float32", "role": "weight"},
+              "g": {"shape": ["H"], "dtype": "float32", "role": "norm_weight"},
+              "b": {"shape": ["H"], "dtype": "float32", "role": "bias"},
+              "dt": {"shape": ["H"], "dtype": "float32", "role": "positive", "range": [0.001, 0.1]},
+              "A": {"shape": ["H"], "dtype": "float32", "role": "negative", "range": [1, 2]},
+              "u": {"shape": ["H"], "dtype": "float32", "role": "uniform", "range": [0.2, 0.3]},
+              "p": {"shape": ["T", "H"], "dtype": "float32", "role": "probability"},
+              "cos": {"shape": ["T", "H"], "dtype": "float32"},
+              "sin": {"shape": ["T", "H"], "dtype": "float32"}}
+    gains, centres, biases, negative = [], [], [], 0
+    for seed in range(12):
+        w, g, b, dt, A, u, p, cos, sin = _draw(inputs, {"T": 16, "H": 1024}, seed)
+        gains.append(float(w.std()) * 1024 ** 0.5)
+        centres.append(float(g.median()))
+        biases.append(float(b.std()))
+        assert float((g < 0).float().mean()) < 0.06  # about 2% of norm-weight channels are negative
+        negative += int((g < 0).sum())
+        assert float(dt.min()) >= 0.001 and float(dt.max()) <= 0.1 and float(dt.median()) < 0.03  # log-uniform
+        assert float(A.max()) <= -1 and float(A.min()) >= -2
+        assert float(u.min()) >= 0.2 and float(u.max()) <= 0.3
+        assert torch.allclose(p.sum(-1), torch.ones(16), atol=1e-5) and float(p.min()) >= 0
+        assert torch.allclose(cos ** 2 + sin ** 2, torch.ones_like(cos), atol=1e-5)
+    assert min(gains) > 0.4 and max(gains) < 2.6 and max(gains) / min(gains) > 2
+    assert max(centres) / min(centres) > 3 and min(centres) > 0.1
+    assert max(biases) / min(biases) > 5
+    assert negative > 0
+
+
+def test_a_draw_is_bit_identical_in_another_process():
+    import hashlib
+    import json
+    import subprocess
+    import sys
+
+    inputs = {"x": {"shape": ["T", "H"], "dtype": "bfloat16"}, "w": {"shape": ["H", "H"], "dtype": "float16", "role": "weight"},
+              "g": {"shape": ["H"], "dtype": "float32", "role": "norm_weight"},
+              "p": {"shape": ["T", "H"], "dtype": "float32", "role": "probability"},
+              "q": {"shape": ["T", "H"], "dtype": "float8_e4m3fn"}}
+    axes = {"T": 33, "H": 300}
+    code = f"""
+import hashlib, json, torch
+from solbench.problems.definition import Definition
+from solbench.problems.inputs import make_inputs
+from solbench.problems.workload import Workload
+d = Definition.model_validate({{"name": "t", "axes": {{"T": {{"type": "var"}}, "H": {{"type": "var"}}}},
+                               "inputs": json.loads({json.dumps(json.dumps(inputs))}),
+                               "outputs": {{"o": {{"shape": None, "dtype": "float32"}}}}}})
+xs = make_inputs(d, Workload(uuid="w", axes={axes!r}, inputs={{}}), 4242, "cpu")
+print(hashlib.sha256(b"".join(t.contiguous().view(torch.uint8).numpy().tobytes() for t in xs)).hexdigest())
+"""
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    here = hashlib.sha256(b"".join(t.contiguous().view(torch.uint8).numpy().tobytes()
+                                   for t in _draw(inputs, axes, 4242))).hexdigest()
+    assert child == here
+    assert here != hashlib.sha256(b"".join(t.contiguous().view(torch.uint8).numpy().tobytes()
+                                           for t in _draw(inputs, axes, 4243))).hexdigest()

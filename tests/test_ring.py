@@ -27,11 +27,15 @@ def test_every_slot_gets_its_own_draw_and_the_trusted_side_keeps_it(tmp_path):
     cand = ring.CandidateRing(tr.arena.buf, layout.describe(), tr.round_spec(), dps=False)
     args = cand.args(1)
     assert torch.equal(args[0], tr.pristine[1][0]) and args[1] == 0.5
-    assert args[0].data_ptr() != cand.args(0)[0].data_ptr()
+    # a call's arguments are copies of its own slot: their storage reaches no other slot of the ring
+    assert args[0].untyped_storage().data_ptr() != tr.arena.buf.untyped_storage().data_ptr()
+    assert args[0].data_ptr() != cand.args(0)[0].data_ptr()  # and each call gets another address
+    cand.prepare(1)
     cand.store(1, [torch.ones(4, 6), torch.zeros(3, dtype=torch.int64), torch.zeros(2, dtype=torch.bool)])
     assert tr.unwritten_slots(3) == [0, 2]
     assert torch.equal(tr.outputs_of(1)[0], torch.ones(4, 6))
     # a result of the wrong shape is not copied: its slot keeps the sentinel
+    cand.prepare(2)
     cand.store(2, [torch.ones(5, 6), torch.zeros(3, dtype=torch.int64), torch.zeros(2, dtype=torch.bool)])
     assert 2 in tr.unwritten_slots(3)
     # a refill puts every output room back to its sentinel
@@ -46,6 +50,8 @@ def test_destination_passing_calls_write_their_slot_directly(tmp_path):
     cand = ring.CandidateRing(tr.arena.buf, layout.describe(), tr.round_spec(), dps=True)
     x, scale, idx, out = cand.args(0)
     torch.mul(x, scale, out=out)
+    assert tr.unwritten_slots(2) == [0, 1]  # written to the call's own buffer, copied into its slot after it
+    cand.store(0, [])
     assert tr.unwritten_slots(2) == [1]
     assert torch.equal(tr.outputs_of(0)[0], tr.pristine[0][0] * 0.5)
 

@@ -124,3 +124,14 @@ def test_the_ghost_must_not_reproduce_most_of_the_output():
     # a ghost that returns something else gives no evidence
     assert ghost.reproduced_share(real, [torch.zeros(3)], [None]) is None
     assert ghost.reproduced_share(real, [], [None]) is None
+
+
+def test_torchs_own_result_tuples_are_plain():
+    r = torch.max(torch.ones(2, 3), dim=1)
+    assert calls.not_plain(r) is None and len(calls.as_list(r)) == 2
+
+    class Fake(tuple):
+        pass
+
+    Fake.__module__ = "torch.return_types"  # a look-alike is not torch's own class
+    assert calls.not_plain(Fake([torch.ones(1)]))

@@ -10,12 +10,25 @@ from typing import Any
 PLAIN_SCALARS = (int, float, bool)
 
 
+def _sequence(result: Any) -> bool:
+    """An exact tuple or list, or one of torch's own result tuples (``torch.return_types``: structseqs whose
+    iteration is torch's C code). Iterating any other subclass would run the solution's code."""
+    t = type(result)
+    if t in (tuple, list):
+        return True
+    if isinstance(result, tuple) and t.__module__ == "torch.return_types":
+        import torch
+
+        return getattr(torch.return_types, t.__name__, None) is t
+    return False
+
+
 def as_list(result: Any) -> list[Any]:
-    """A call's outputs in order (an operation whose only effect is on in-place inputs returns none). Only an
-    exact tuple or list is unpacked: iterating a subclass would run the solution's code."""
+    """A call's outputs in order (an operation whose only effect is on in-place inputs returns none). Only a
+    plain sequence (``_sequence``) is unpacked."""
     if result is None:
         return []
-    if type(result) in (tuple, list):
+    if _sequence(result):
         return list(result)
     return [result]
 
@@ -41,12 +54,13 @@ def not_plain_tensor(x: Any) -> str | None:
 
 def not_plain(result: Any) -> str | None:
     """Why a call's result must not be touched any further, or None. A result is plain when it is None, an exact
-    ``torch.Tensor`` with real storage, an exact int/float/bool, or an exact tuple or list of those: none of
-    them runs the solution's code when it is read, copied, iterated or converted."""
+    ``torch.Tensor`` with real storage, an exact int/float/bool, or a plain sequence of those (an exact tuple or
+    list, or one of torch's result tuples such as ``torch.max``'s): none of them runs the solution's code when it
+    is read, copied, iterated or converted."""
     import torch
 
-    items = list(result) if type(result) in (tuple, list) else [result]
-    if type(result) not in (tuple, list) and isinstance(result, (tuple, list)):
+    items = list(result) if _sequence(result) else [result]
+    if not _sequence(result) and isinstance(result, (tuple, list)):
         return f"result is a {type(result).__name__}, a {type(result).__mro__[1].__name__} subclass"
     for x in items:
         if x is None or type(x) in PLAIN_SCALARS:

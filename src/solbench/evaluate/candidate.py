@@ -317,9 +317,9 @@ class Candidate:
         try:
             if self.cuda:
                 r = timing.round_cuda(timed_call, kinds, self._flusher(msg), cfg, self.hold,
-                                      tails=streams.tails, check=check, after=after)
+                                      tails=streams.tails, check=check, after=after, prepare=slots.prepare)
             else:
-                r = timing.round_cpu(timed_call, kinds, cfg, check=check, after=after)
+                r = timing.round_cpu(timed_call, kinds, cfg, check=check, after=after, prepare=slots.prepare)
             self.sync()
         except ResultRefused:
             codes, digest = self.checked()

@@ -5,9 +5,10 @@ per call of the round: slot k holds an input set drawn independently (``make_inp
 generated on the device) and room for the outputs, pre-filled with a sentinel (NaN, the integer maximum, the
 byte 2 for booleans). Call k of the round is given slot k's inputs (at slot k's addresses) and writes its
 outputs into slot k: destination-passing solutions directly, others through the candidate's harness right
-after the call's end event. The trusted side keeps a pristine copy of every input it hands out, checks after
-the round that every call left an output, picks the calls it re-checks from its own secret, and judges them
-from its pristine copies and from what it reads out of the slots. No call shares its values with another, so a
+after the call's end event. The candidate's harness copies slot k's inputs into buffers of its own before call
+k, so no call can see another slot through its arguments. The trusted side keeps a pristine copy of every input
+it hands out, checks after the round that every call left an output, picks the calls it re-checks from its own
+secret, and judges them from its pristine copies and from what it reads out of the slots. No call shares its values with another, so a
 cache keyed on pointers or values, or on values up to a scale, never hits.
 
 Layout: tensor by tensor, each tensor's slots side by side at an aligned stride, so a tensor's slots are one
@@ -70,17 +71,19 @@ class Layout:
     outputs: list[dict[str, Any]]
 
     @staticmethod
-    def plan(n: int, inputs: list[Any], outputs: list[tuple[tuple[int, ...], torch.dtype]]) -> tuple["Layout", int]:
+    def plan(n: int, inputs: list[Any], outputs: list[tuple[tuple[int, ...], torch.dtype]],
+             inplace: set[int] = frozenset()) -> tuple["Layout", int]:
+        """``inplace``: the positions of the inputs a call updates in place (copied back after each call)."""
         used = 0
         ins: list[dict[str, Any] | None] = []
         outs: list[dict[str, Any]] = []
-        for x in inputs:
+        for i, x in enumerate(inputs):
             if not isinstance(x, torch.Tensor):
                 ins.append(None)
                 continue
             stride = nbytes_for(x.shape, x.dtype) or ALIGN
             ins.append({"offset": used, "stride": stride, "shape": list(x.shape),
-                        "dtype": str(x.dtype).removeprefix("torch.")})
+                        "dtype": str(x.dtype).removeprefix("torch."), "inplace": i in inplace})
             used += stride * n
         for shape, dtype in outputs:
             stride = nbytes_for(shape, dtype) or ALIGN
@@ -156,7 +159,12 @@ class TrustedRing:
 
 
 class CandidateRing:
-    """The candidate's side of a round: slot k's arguments, and a result stored into slot k."""
+    """The candidate's side of a round. Before call k (outside its timed interval) ``prepare(k)`` copies slot k's
+    inputs into buffers of the candidate's own, at one of ``OFFSETS`` shifting offsets, so the call sees no other
+    slot through its arguments' storage (no later call's inputs, no other call's output room) and gets a new
+    address each time; after its end event ``store(k, ...)`` copies its outputs into slot k."""
+
+    OFFSETS = 61  # distinct offsets per buffer (prime, so offsets and slots do not cycle together)
 
     def __init__(self, buf: torch.Tensor, layout: dict[str, Any], values: list[list[dict[str, Any]]], dps: bool):
         self.buf = buf
@@ -164,21 +172,53 @@ class CandidateRing:
         self.outputs = layout["outputs"]
         self.values = values
         self.dps = dps
+        room = self.OFFSETS * ALIGN
+
+        def staging(block):
+            return torch.empty(int(block["stride"]) + room, dtype=torch.uint8, device=buf.device)
+
+        self._in = [staging(b) if b is not None else None for b in self.inputs]
+        self._out = [staging(b) for b in self.outputs] if dps else []
+        self._current: tuple[int, list[Any], list[Any]] = (-1, [], [])
+
+    def _at(self, staging: torch.Tensor, block: dict[str, Any], k: int) -> torch.Tensor:
+        return view(staging, {"offset": ((k * 7 + 3) % self.OFFSETS) * ALIGN, "shape": block["shape"],
+                              "dtype": block["dtype"]})
+
+    def prepare(self, k: int) -> None:
+        args = []
+        for b, v, st in zip(self.inputs, self.values[k], self._in):
+            if b is None:
+                args.append(v.get("value"))
+                continue
+            dst = self._at(st, b, k)
+            dst.copy_(view(self.buf, slot_spec(b, k)))
+            args.append(dst)
+        outs = []
+        for b, st in zip(self.outputs, self._out):
+            dst = self._at(st, b, k)
+            sentinel_fill(dst)
+            outs.append(dst)
+        self._current = (k, args, outs)
 
     def args(self, k: int) -> list[Any]:
-        xs = [view(self.buf, slot_spec(b, k)) if b is not None else v.get("value")
-              for b, v in zip(self.inputs, self.values[k])]
-        if self.dps:
-            xs += [view(self.buf, slot_spec(b, k)) for b in self.outputs]
-        return xs
+        if self._current[0] != k:
+            self.prepare(k)
+        _, args, outs = self._current
+        return args + outs
 
     def store(self, k: int, produced: list[Any]) -> None:
-        """Copy a returned result into slot k (a destination-passing call wrote it there already). The result
-        was checked to be plain tensors before its end event; a tensor of the wrong shape or dtype is not
-        copied, so the slot keeps its sentinel and the trusted side finds the call's output missing."""
-        if self.dps:
-            return
+        """Copy call k's outputs into slot k: a destination-passing call's buffers, or the returned result (checked
+        to be plain tensors before its end event). A tensor of the wrong shape or dtype is not copied, so the slot
+        keeps its sentinel and the trusted side finds the call's output missing. In-place inputs go back too."""
+        _, args, outs = self._current
+        produced = outs if self.dps else produced
         for x, b in zip(produced, self.outputs):
             dst = view(self.buf, slot_spec(b, k))
             if type(x) is torch.Tensor and tuple(x.shape) == tuple(dst.shape) and x.dtype == dst.dtype:
                 dst.copy_(x)
+            elif type(x) in (int, float, bool) and dst.numel() == 1:
+                dst.fill_(x)
+        for x, b in zip(args, self.inputs):  # in-place inputs as the call left them: part of its result
+            if b is not None and b.get("inplace"):
+                view(self.buf, slot_spec(b, k)).copy_(x)

@@ -79,13 +79,13 @@ def time_remote(sub, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int],
     probe = draw(ctx.seed_for(uuid, TIMING_DRAWS))
     in_bytes = sum(nbytes_of(x) for x in probe)
     n = ring_mod.capacity(in_bytes + sum(nbytes_for(s, d) for s, d in shapes), ctx.dev, in_bytes)
-    layout, used = ring_mod.Layout.plan(n, probe, shapes)
+    inplace = [ctx.input_names.index(name) for name in ctx.inplace]
+    layout, used = ring_mod.Layout.plan(n, probe, shapes, set(inplace))
     del probe
     arena = sub._lend(used)
     tr = ring_mod.TrustedRing(arena, layout, draw)
     rng = secret_rng()
     draws = itertools.count(TIMING_DRAWS + 1)
-    inplace = [ctx.input_names.index(name) for name in ctx.inplace]
     index = ctx.dev.index or 0
     first = clock_snapshot(index) if cuda else None
     llc = int(ctx.job.get("llc_bytes", 64 << 20))

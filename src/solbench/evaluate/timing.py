@@ -141,20 +141,22 @@ def _nothing(*args) -> None:
 
 def round_cuda(call: Call, kinds: list[str], flusher: Flusher, cfg: TimingConfig, hold: Hold,
                tails: Callable[[], list] | None = None, check: Check | None = None,
-               after: After | None = None) -> Round:
-    """Run one round: ``call(k)`` runs the round's call k, ``check(result)`` runs before its end event (so a
-    result that would compute later, when it is touched, is refused while the timer still runs), ``after(k,
-    result)`` after its end event. ``tails()``, called right after each call and before its end event, records
+               after: After | None = None, prepare: Callable[[int], None] | None = None) -> Round:
+    """Run one round: ``prepare(k)`` readies call k's arguments before its hold and flush, ``call(k)`` runs the
+    round's call k, ``check(result)`` runs before its end event (so a result that would compute later, when it
+    is touched, is refused while the timer still runs), ``after(k, result)`` after its end event. ``tails()``, called right after each call and before its end event, records
     one event on each other stream the subject created: one that completes after the end event shows work the
     call left running there, and the sample then runs to it."""
     check = check or _nothing
     after = after or _nothing
+    prepare = prepare or _nothing
     sync = torch.cuda.synchronize
     out = Round()
     k = 0
     while k < len(kinds):
         kind = kinds[k]
         if kind == "warm":
+            prepare(k)
             t0 = time.perf_counter()
             result = call(k)
             host_s = time.perf_counter() - t0
@@ -166,6 +168,7 @@ def round_cuda(call: Call, kinds: list[str], flusher: Flusher, cfg: TimingConfig
         elif kind == "wall":
             # synchronised wall time, with event time of the same call (no hold: the GPU waits for the host's
             # launches, as the wall clock does): catches work the events did not see
+            prepare(k)
             flusher()
             sync()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -183,6 +186,7 @@ def round_cuda(call: Call, kinds: list[str], flusher: Flusher, cfg: TimingConfig
         else:
             batch = []
             while k < len(kinds) and kinds[k] == "held" and len(batch) < cfg.batch:
+                prepare(k)
                 if hold.cycles:
                     torch.cuda._sleep(hold.cycles)
                 flusher()
@@ -211,11 +215,13 @@ def round_cuda(call: Call, kinds: list[str], flusher: Flusher, cfg: TimingConfig
 
 
 def round_cpu(call: Call, kinds: list[str], cfg: TimingConfig, check: Check | None = None,
-              after: After | None = None) -> Round:
+              after: After | None = None, prepare: Callable[[int], None] | None = None) -> Round:
     check = check or _nothing
     after = after or _nothing
+    prepare = prepare or _nothing
     out = Round()
     for k, kind in enumerate(kinds):
+        prepare(k)
         t0 = time.perf_counter()
         result = call(k)
         check(result)

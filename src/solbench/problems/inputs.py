@@ -1,11 +1,15 @@
 """Input generation: realistic random tensors by role, scalars, safetensors files, custom entry points.
 
 Every draw is a pure function of (definition, workload, seed, device): the same
-seed reproduces the same inputs, which is what ``eval --replay`` relies on.
+seed reproduces the same inputs, which is what ``eval --replay`` relies on. Floating
+roles are drawn wide (per-draw scales, heavy tails, outlier channels and elements of
+magnitude tens for activations) so that a kernel right only on the range a standard
+normal reaches fails; the distributions are tabled in docs/PROBLEM_FORMAT.md.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 from typing import Any, Callable
@@ -72,11 +76,63 @@ def infer_role(name: str, spec: TensorSpec) -> str:
     return "activation"
 
 
+def is_logits(name: str) -> bool:
+    """Activations that are scores over a vocabulary, experts or keys (``logits``, ``gating``, ``scores``): drawn
+    without outlier channels or elements, which would make one column win every row (a sampler's top-k/top-p would
+    then never matter); their scale and heavy tails still vary."""
+    n = name.lower()
+    return "logit" in n or n in ("gating", "scores", "router_scores") or n.endswith("_scores")
+
+
 def _range(spec: TensorSpec, axes: dict[str, int], default: tuple[float, float]) -> tuple[float, float]:
     if not spec.range:
         return default
     lo, hi = (expr.evaluate(v, axes) for v in spec.range[:2])
     return float(lo), float(hi)
+
+
+# ---- the distributions (docs/PROBLEM_FORMAT.md, "Input roles") ----------------------------------------------------
+#: the activation role's bulk scale: log-uniform over two decades, one quantile per draw shared by its activations
+ACTIVATION_SCALE = (0.1, 10.0)
+#: the typical magnitude of an activation's outlier channels and the magnitude of its outlier elements
+ACTIVATION_OUTLIER = (8.0, 64.0)
+#: outlier channels along the last axis: 1 + D // 1024 of them (5 of 4096 hidden channels, 1 of a 128 head dim)
+OUTLIER_CHANNELS_PER = 1024
+#: isolated outlier elements: 1 + numel // 16384 of them
+OUTLIER_ELEMENTS_PER = 16384
+#: |activation| cap per dtype, so that x * x stays finite in fp16 (255.9 ** 2 = 65504); no other dtype is capped
+#: below what a draw can reach (its largest values are several hundred)
+ACTIVATION_CAP = {"float16": 255.0}
+#: with a declared range [lo, hi] (fp8 activations: [-2, 2] unless declared) the scale and the outliers are
+#: fractions of the half-width, around the centre, and the draw is clamped to the range
+RANGED_SCALE = (1 / 4, 1 / 2)
+RANGED_OUTLIER = (1 / 2, 1.0)
+#: per-draw spread of weights (times 1/sqrt(fan_in)), norm weights and biases
+WEIGHT_GAIN = (0.5, 2.0)
+NORM_WEIGHT_CENTRE = (0.2, 3.0)
+BIAS_SCALE = (0.02, 1.0)
+#: probability role: softmax of a normal times a sharpness (an inverse temperature) drawn per draw; moderate, since
+#: a probability's meaning is fixed and very sharp draws make every ratio of two probabilities 0 or infinite
+PROBABILITY_SHARPNESS = (0.5, 2.0)
+#: finite ranges: a draw never holds Inf
+FINITE_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
+
+
+def _params(seed: int, name: str) -> torch.Generator:
+    """A CPU generator for one input's per-draw parameters (its scale, its outlier channels and elements), or, with a
+    ``<...>`` name, for a parameter every input of the draw shares.
+
+    Seeded from (seed, name) by a stable hash, never by Python's salted ``hash``: the parameters are the same
+    in every process and on every device, and drawing them costs no device synchronisation.
+    """
+    key = int.from_bytes(hashlib.sha256(f"solbench-inputs:{seed}:{name}".encode()).digest()[:8], "little") >> 1
+    return torch.Generator(device="cpu").manual_seed(key)
+
+
+def _loguniform(pg: torch.Generator, lo: float, hi: float, n: int | None = None):
+    u = torch.rand(n if n is not None else 1, generator=pg, dtype=torch.float64)
+    v = torch.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
+    return v if n is not None else float(v)
 
 
 def _normal(shape, gen, device) -> torch.Tensor:
@@ -87,8 +143,59 @@ def _uniform(shape, lo, hi, gen, device) -> torch.Tensor:
     return torch.rand(shape, generator=gen, device=device, dtype=torch.float32) * (hi - lo) + lo
 
 
+def _spread(shape, lo, hi, gen, device) -> torch.Tensor:
+    """Uniform in [lo, hi], or log-uniform when the range spans a decade or more of positive values (time steps,
+    decay rates, quantization scales), so that every decade is exercised."""
+    if lo > 0 and hi >= 10 * lo:
+        u = torch.rand(shape, generator=gen, device=device, dtype=torch.float32)
+        return torch.exp(u * (math.log(hi) - math.log(lo)) + math.log(lo))
+    return _uniform(shape, lo, hi, gen, device)
+
+
+def _heavy(shape, gen, device, sigma: float) -> torch.Tensor:
+    """A heavy-tailed draw of unit variance: a normal times a log-normal scale, n * exp(sigma * m - sigma^2)
+    (a Gaussian scale mixture; kurtosis 3 * exp(4 sigma^2), about 8 for sigma = 0.5 against 3 for a normal)."""
+    n = _normal(shape, gen, device)
+    m = _normal(shape, gen, device)
+    return m.mul_(sigma).sub_(sigma * sigma).exp_().mul_(n)
+
+
+def _activation(shape, gen, device, pg, u: float, scale: tuple[float, float], outlier: tuple[float, float] | None,
+                lo: float, hi: float) -> torch.Tensor:
+    """centre + s * heavy-tailed draw, with outlier channels and elements, clamped to [lo, hi].
+
+    s = scale[0] * (scale[1] / scale[0]) ** u: log-uniform in ``scale``, at the quantile ``u`` that every
+    activation of the draw shares (new keys and cached keys, x and its residual come at one scale, as in a real
+    model). A few channels along the last axis are amplified so that their typical magnitude is log-uniform in
+    ``outlier`` (never below the bulk's), as in the outlier features of LLM hidden states; a few isolated
+    elements are set to +-log-uniform(``outlier``). The channels and elements are drawn per input (``pg``);
+    ``outlier=None`` draws neither (logits).
+    """
+    centre = (lo + hi) / 2 if math.isfinite(lo) and math.isfinite(hi) else 0.0
+    s = scale[0] * (scale[1] / scale[0]) ** u
+    x = _heavy(shape, gen, device, 0.5).mul_(s)
+    numel = x.numel()
+    if outlier is not None and len(shape) >= 2 and shape[-1] >= 8 and numel:
+        dim = shape[-1]
+        idx = torch.unique(torch.randint(dim, (1 + dim // OUTLIER_CHANNELS_PER,), generator=pg))
+        gain = torch.ones(dim, dtype=torch.float64)
+        gain[idx] = (_loguniform(pg, *outlier, len(idx)) / s).clamp_min(1.0)
+        x.mul_(gain.to(device=device, dtype=torch.float32))
+    if outlier is not None and numel:
+        idx = torch.unique(torch.randint(numel, (1 + numel // OUTLIER_ELEMENTS_PER,), generator=pg))
+        sign = torch.randint(0, 2, (len(idx),), generator=pg, dtype=torch.float64) * 2 - 1
+        vals = sign * _loguniform(pg, *outlier, len(idx))
+        x.view(-1)[idx.to(device)] = vals.to(device=device, dtype=torch.float32)
+    if centre:
+        x.add_(centre)
+    return x.clamp_(lo, hi)
+
+
 def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dict[str, int],
                   gen: torch.Generator, device: torch.device, angle_seed: int) -> torch.Tensor:
+    """One input's draw. ``gen`` (on ``device``) gives the bulk values; the per-draw parameters come from a CPU
+    generator seeded from (``angle_seed``, ``name``): the whole draw is a function of (definition, workload, seed,
+    device), a few elementwise torch ops per tensor, with no Python loop over elements."""
     role = infer_role(name, spec)
     dtype = torch_dtype(spec.dtype)
     if spec.dtype in INTEGER or role in ("index", "length", "page_table"):
@@ -123,35 +230,52 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
         val = torch.cos(ang) if role == "rope_cos" else torch.sin(ang)
         val = val.reshape((rows,) + (1,) * (len(shape) - 2) + (dim,)).expand(shape)
         return val.to(device=device, dtype=dtype).contiguous()
+    pg = _params(angle_seed, name)
     if role == "weight":
         fan_axis = spec.fan_in or (spec.shape[-1] if spec.shape else None)
         fan_in = axes.get(fan_axis, shape[-1]) if fan_axis else 1
-        x = _normal(shape, gen, device) / math.sqrt(max(fan_in, 1))
+        gain = _loguniform(pg, *WEIGHT_GAIN)
+        x = _heavy(shape, gen, device, 0.3).mul_(gain / math.sqrt(max(fan_in, 1)))
     elif role == "norm_weight":
-        x = 1.0 + 0.1 * _normal(shape, gen, device)
+        # a centre per draw, a log-normal spread per channel, and about 2% of channels negative
+        centre = _loguniform(pg, *NORM_WEIGHT_CENTRE)
+        x = _normal(shape, gen, device).mul_(0.3).exp_().mul_(centre)
+        x = torch.where(torch.rand(shape, generator=gen, device=device) < 0.02, -x, x)
     elif role == "bias":
-        x = 0.1 * _normal(shape, gen, device)
+        x = _normal(shape, gen, device).mul_(_loguniform(pg, *BIAS_SCALE))
     elif role == "positive":
-        x = _uniform(shape, *_range(spec, axes, (0.5, 1.5)), gen, device)
+        x = _spread(shape, *_range(spec, axes, (0.5, 1.5)), gen, device)
     elif role == "negative":
-        x = -_uniform(shape, *_range(spec, axes, (0.5, 1.5)), gen, device)
+        x = -_spread(shape, *_range(spec, axes, (0.5, 1.5)), gen, device)
     elif role == "uniform":
         x = _uniform(shape, *_range(spec, axes, (-1.0, 1.0)), gen, device)
     elif role == "scale":
-        x = _uniform(shape, *_range(spec, axes, (0.005, 0.02)), gen, device)
+        x = _spread(shape, *_range(spec, axes, (0.005, 0.02)), gen, device)
     elif role == "probability":
-        x = torch.softmax(_normal(shape, gen, device), dim=-1)
+        # one sharpness per draw, shared by the draw's probability inputs (a draft and a target distribution)
+        sharp = _loguniform(_params(angle_seed, "<probability sharpness>"), *PROBABILITY_SHARPNESS)
+        x = torch.softmax(_normal(shape, gen, device).mul_(sharp), dim=-1)
     elif role == "zeros":
         x = torch.zeros(shape, device=device)
     elif role == "ones":
         x = torch.ones(shape, device=device)
-    else:  # activation
-        x = _normal(shape, gen, device)
-        if spec.range:
-            x = x.clamp(*_range(spec, axes, (-2.0, 2.0)))
+    else:  # activation: the draw's scale quantile is shared by every activation input of the draw
+        u = float(torch.rand(1, generator=_params(angle_seed, "<activation scale>"), dtype=torch.float64))
+        if spec.range or spec.dtype in FLOAT8:  # within a range
+            lo, hi = _range(spec, axes, (-2.0, 2.0))
+            half = (hi - lo) / 2
+            outlier = (half * RANGED_OUTLIER[0], half * RANGED_OUTLIER[1])
+            x = _activation(shape, gen, device, pg, u, (half * RANGED_SCALE[0], half * RANGED_SCALE[1]),
+                            None if is_logits(name) else outlier, lo, hi)
+        else:
+            cap = ACTIVATION_CAP.get(spec.dtype, math.inf)
+            x = _activation(shape, gen, device, pg, u, ACTIVATION_SCALE,
+                            None if is_logits(name) else ACTIVATION_OUTLIER, -cap, cap)
     if spec.dtype in FLOAT8 and role not in ("scale",):
         lo, hi = _range(spec, axes, (-2.0, 2.0)) if role == "activation" else (-448.0, 448.0)
         x = x.clamp(lo, hi)
+    elif spec.dtype in FINITE_MAX:
+        x = x.clamp(-FINITE_MAX[spec.dtype], FINITE_MAX[spec.dtype])
     return x.to(dtype)
 
 

@@ -10,17 +10,25 @@ from typing import Any
 PLAIN_SCALARS = (int, float, bool)
 
 
-def _sequence(result: Any) -> bool:
-    """An exact tuple or list, or one of torch's own result tuples (``torch.return_types``: structseqs whose
-    iteration is torch's C code). Iterating any other subclass would run the solution's code."""
-    t = type(result)
-    if t in (tuple, list):
-        return True
-    if isinstance(result, tuple) and t.__module__ == "torch.return_types":
-        import torch
+def _torch_result_tuples() -> frozenset:
+    """torch's own result tuples (``torch.return_types``: structseqs whose iteration is torch's C code), as they
+    are when the harness is imported, before any solution: a class registered there later is not among them."""
+    try:
+        import torch.return_types as rt
+    except ImportError:
+        return frozenset()
+    return frozenset(v for v in vars(rt).values() if isinstance(v, type) and issubclass(v, tuple)
+                     and v.__iter__ is tuple.__iter__ and v.__getitem__ is tuple.__getitem__)
 
-        return getattr(torch.return_types, t.__name__, None) is t
-    return False
+
+TORCH_RESULT_TUPLES = _torch_result_tuples()
+
+
+def _sequence(result: Any) -> bool:
+    """An exact tuple or list, or one of torch's own result tuples. Iterating any other subclass would run the
+    solution's code."""
+    t = type(result)
+    return t in (tuple, list) or t in TORCH_RESULT_TUPLES
 
 
 def as_list(result: Any) -> list[Any]:

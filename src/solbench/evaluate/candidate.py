@@ -81,9 +81,10 @@ class Candidate:
         self.flusher = None
         self.flusher_llc = 0
         self.hold: timing.Hold | None = None
+        self.calls = 0
         self.threads_before = dynamic.thread_idents()
         self.language.install_hooks(self.device_name)
-        tamper.watch("candidate", self, mutable={"arenas", "flusher", "flusher_llc", "hold", "fn"})
+        tamper.watch("candidate", self, mutable={"arenas", "flusher", "flusher_llc", "hold", "fn", "calls"})
         tamper.watch("channel", chan, mutable={"nonce"})
         if self.streams is not None:
             tamper.watch("streams", self.streams, mutable={"in_candidate", "timed"})
@@ -191,8 +192,9 @@ class Candidate:
     def call(self, msg: dict[str, Any]) -> None:
         buf = self.arena(msg)
         given = [arena_mod.view(buf, s) for s in msg["inputs"]]
-        # the solution works on its own copies, at addresses of this process's allocator
-        inputs = [calls.copied(x) for x in given]
+        # the solution works on its own copies, laid out as a timed call's are
+        self.calls += 1
+        inputs = [ring.own_copy(x, self.calls) for x in given]
         self.sync()  # the copies are complete before the call, whichever stream the call reads them on
         is_ghost = msg.get("mode") == "ghost"
         before = None
@@ -239,14 +241,16 @@ class Candidate:
         if extra:
             codes, digest = self.checked()
             codes += extra.pop("codes", [])
-        if stores is not None:
-            extra["dsl_stores"] = stores.distinct()
+        if stores is not None:  # how much of the output (in-place inputs included) the DSL kernels stored
+            inplace = [inputs[i] for i in msg.get("inplace") or [] if 0 <= i < len(inputs)]
+            extra["dsl_stores"] = stores.elements_in(produced + inplace)
         self.chan.send(type="called", codes=codes, outputs=outputs, count=len(produced), peak_memory_bytes=peak,
                        harness=digest, **extra)
 
     def profile(self, given: list[Any], out_slots: list[dict[str, Any]]) -> dict[str, Any]:
         """One more call under the profiler: the solution's DSL kernels' share of the device time."""
-        inputs = [calls.copied(x) for x in given]
+        self.calls += 1
+        inputs = [ring.own_copy(x, self.calls) for x in given]
         self.sync()
         raised: list[BaseException] = []
 

@@ -21,8 +21,8 @@ from solbench.evaluate.subjects import Called, LocalSubject
 #: the DSL kernels' share of the profiled call's device time under which the verdict is reward_hack (under 0.5
 #: it is a warning, dsl_share_low)
 MIN_DSL_SHARE = 0.25
-#: elements the interpreter saw the DSL kernels store, as a share of the output elements the call produced,
-#: under which the kernels account only for a token part of the output
+#: elements of the outputs the interpreter saw the DSL kernels store, as a share of the output elements the call
+#: produced, under which the kernels account only for a token part of the output
 MIN_DSL_STORES = 0.5
 
 
@@ -190,8 +190,9 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
                 produced = _produced(got, before_of(base))
                 if produced and first.dsl_stores < MIN_DSL_STORES * produced:
                     fail("reward_hack", ["dsl_work_low"],
-                         f"the solution's Triton kernels stored {first.dsl_stores} distinct elements, but the call "
-                         f"produced {produced} output elements: the kernels do not account for the output")
+                         f"the solution's Triton kernels stored {first.dsl_stores} elements of the call's outputs, "
+                         f"which hold {produced} produced elements: the kernels do not account for the output "
+                         "(on the CPU, the kernels must store the output themselves)")
                     break
             if subject.is_dsl and untrusted and verdict.ok and d == ghost_draw:
                 # ghost replay: with the DSL kernels as no-ops the output must not come out the same

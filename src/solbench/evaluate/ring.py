@@ -158,6 +158,21 @@ class TrustedRing:
         return out
 
 
+def own_copy(x: Any, k: int) -> Any:
+    """A copy of ``x`` in a buffer of the candidate's own with room for ``CandidateRing.OFFSETS`` offsets, at
+    offset k: a checked call's inputs look like a timed call's (same storage size, shifting addresses)."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    raw = raw_nbytes(x.shape, x.dtype)
+    buf = torch.empty(nbytes_for(x.shape, x.dtype) + CandidateRing.OFFSETS * ALIGN, dtype=torch.uint8,
+                      device=x.device)
+    off = ((k * 7 + 3) % CandidateRing.OFFSETS) * ALIGN
+    dst = buf[off: off + raw].view(x.dtype).view(x.shape)
+    with torch._C.DisableTorchFunction():
+        dst.copy_(x)
+    return dst
+
+
 class CandidateRing:
     """The candidate's side of a round. Before call k (outside its timed interval) ``prepare(k)`` copies slot k's
     inputs into buffers of the candidate's own, at one of ``OFFSETS`` shifting offsets, so the call sees no other

@@ -103,9 +103,12 @@ def sandbox_view(store=None) -> dict[str, list[str]]:
     if store is not None and getattr(store, "path", None):
         db = Path(store.path).resolve()
         hidden.update(str(db) + suffix for suffix in ("", "-wal", "-shm", "-journal"))
-    here = os.path.realpath(os.getcwd())
-    readable = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    readable.update(p for p in sys.path if p and os.path.isdir(p) and os.path.realpath(p) != here)
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    readable = set(prefixes) | {os.path.dirname(os.path.realpath(sys.executable))}
+    # installed packages only: not the runner's script directory, its cwd or anything else on its path
+    readable.update(p for p in sys.path if p and os.path.isdir(p) and (
+        os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")
+        or any(os.path.realpath(p).startswith(pre + os.sep) for pre in prefixes)))
     readable.update(trusted.module_paths())
     readable.update(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p and os.path.isdir(p))
     return {"hidden": sorted(hidden), "readable": sorted(os.path.realpath(p) for p in readable)}

@@ -297,8 +297,9 @@ class RemoteSubject:
         for slot in out_slots:
             sentinel_fill(arena.view(slot))
         self._settle()
+        inplace = [self.ctx.input_names.index(n) for n in self.ctx.inplace]
         reply, gone = self._exchange({"op": "call", "inputs": in_slots, "outputs": out_slots, "mode": mode,
-                                      "profile": profile}, "called")
+                                      "profile": profile, "inplace": inplace}, "called")
         if gone:
             return Called(failed=gone, lost=gone["verdict"] != "reward_hack", message=gone.get("message"))
         if reply.failed:

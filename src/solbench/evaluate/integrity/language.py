@@ -139,11 +139,27 @@ def _restarted(prof: Any, entered_ns: int) -> bool:
     return isinstance(start, int) and start > entered_ns
 
 
+def _numpy_functions():
+    try:
+        import numpy
+    except ImportError:
+        return None
+    from types import SimpleNamespace
+
+    return SimpleNamespace(unique=numpy.unique, concatenate=numpy.concatenate, searchsorted=numpy.searchsorted,
+                           count_nonzero=numpy.count_nonzero, uint64=numpy.uint64, asarray=numpy.asarray,
+                           broadcast_to=numpy.broadcast_to)
+
+
+_NUMPY = _numpy_functions()
+
+
 class InterpreterStores:
-    """On the CPU, where Triton's interpreter runs the kernels: the distinct addresses the solution's kernels
-    stored to during a call (plain, masked, descriptor and atomic stores), the CPU's account of how much of the
-    output the DSL kernels produced. A kernel that stores a token part of the output, or one element many times,
-    counts only what it covers."""
+    """On the CPU, where Triton's interpreter runs the kernels: the addresses the solution's kernels stored to
+    during a call (plain, masked, descriptor and atomic stores), and how many elements of the call's outputs
+    they cover: the CPU's account of how much of the output the DSL kernels produced. Stores into other memory (a
+    scratch buffer torch never reads), a token part of the output, or one element many times count for nothing
+    beyond what they cover."""
 
     def __init__(self) -> None:
         self.chunks: list = []
@@ -154,8 +170,9 @@ class InterpreterStores:
             from triton.runtime.interpreter import InterpreterBuilder
         except ImportError:
             return self
-        import numpy as np
-
+        np = _NUMPY
+        if np is None:
+            return self
         chunks = self.chunks
 
         def counting(name: str, ptr_arg: int, mask_arg: int | None):
@@ -190,9 +207,28 @@ class InterpreterStores:
             setattr(InterpreterBuilder, name, original)
         self._saved.clear()
 
-    def distinct(self) -> int:
-        import numpy as np
-
-        if not self.chunks:
+    def elements_in(self, tensors: list[Any]) -> int:
+        """Elements of ``tensors`` (plain CPU tensors) that a DSL kernel stored to during the call (0 where the
+        count cannot be made)."""
+        try:
+            return self._elements_in(tensors)
+        except Exception:
             return 0
-        return int(np.unique(np.concatenate(self.chunks)).size)
+
+    def _elements_in(self, tensors: list[Any]) -> int:
+        import torch
+
+        np = _NUMPY  # bound when the harness loaded, before any solution could rebind numpy's functions
+        if not self.chunks or np is None:
+            return 0
+        stored = np.unique(np.concatenate(self.chunks))
+        total = 0
+        for t in tensors:
+            if type(t) is not torch.Tensor or t.device.type != "cpu" or not t.numel():
+                continue
+            size = t.element_size()
+            base = t.data_ptr()
+            lo, hi = np.searchsorted(stored, [base, base + t.numel() * size])
+            inside = stored[lo:hi]
+            total += int(np.count_nonzero((inside - np.uint64(base)) % np.uint64(size) == 0))
+        return total

@@ -7,8 +7,9 @@ decisions themselves are the trusted side's: docs/SECURITY.md). A snapshot finge
   defaults and globals, classes and every entry of their dictionaries, imported modules and objects such as
   ``timing.time``, and the values of immutable constants), this module included;
 - the builtins, and the functions of the standard-library and torch modules the harness calls (``time``,
-  ``os``, ``json``, ``math``, ``statistics``, ``threading``, ``torch``, ``torch.Tensor``, ``torch.cuda`` and
-  its events, streams and graphs);
+  ``os``, ``json``, ``math``, ``statistics``, ``threading``, ``numpy``, ``torch``, ``torch.Tensor``,
+  ``torch.return_types``, ``torch.cuda`` and its events, streams and graphs), and Triton's launch and
+  interpreter classes;
 - the hooks through which code can run inside the harness's own frames: trace and profile functions
   (``sys`` and ``threading``), ``sys.monitoring`` tools, torch function and dispatch modes, import hooks,
   ``gc`` callbacks, signal handlers, the exception and audit-adjacent hooks of ``sys`` and ``threading``;
@@ -121,9 +122,21 @@ def snapshot() -> dict[str, tuple]:
         mod = sys.modules.get(name)
         if mod is not None:
             _namespace(f"std.{name}", {k: v for k, v in vars(mod).items() if callable(v)}, out, classes=False)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:  # the interpreter's kernels and the harness's store count run on numpy
+        _namespace("std.numpy", {k: v for k, v in vars(numpy).items() if callable(v)}, out, classes=False)
+    for name, cls in (("triton.runtime.interpreter", "InterpreterBuilder"), ("triton.runtime.interpreter",
+                      "InterpretedFunction"), ("triton.runtime.jit", "JITFunction")):
+        mod = sys.modules.get(name)
+        obj = getattr(mod, cls, None) if mod is not None else None
+        if isinstance(obj, type):
+            _namespace(f"{name}.{cls}", dict(vars(obj)), out, classes=False)
     torch = sys.modules.get("torch")
     if torch is not None:
         _namespace("torch", {k: v for k, v in vars(torch).items() if callable(v)}, out, classes=False)
+        rt = sys.modules.get("torch.return_types")
+        if rt is not None:
+            _namespace("torch.return_types", dict(vars(rt)), out, classes=False)
         _namespace("torch.Tensor", dict(vars(torch.Tensor)), out, classes=False)
         _namespace("torch._C.TensorBase", {k: v for k, v in vars(torch._C.TensorBase).items()}, out, classes=False)
         cuda = getattr(torch, "cuda", None)

@@ -16,7 +16,8 @@ needs_ns = pytest.mark.skipif(not namespaces_available(), reason="the candidate'
 
 #: a solution that, on its first call, walks every path it can see and tries to write to each: it creates a file
 #: in every directory and opens every regular file for appending (writing nothing); it reports what it managed,
-#: and whether the paths it was told about exist, on its log
+#: and whether the paths it was told about exist, on its log. Its own processes' entries in /proc (/proc/<pid>,
+#: /proc/self) are left out: they are knobs of those processes, not storage, and CUDA writes to them
 WALKER = '''
 import json, os, stat
 
@@ -28,6 +29,8 @@ def _walk():
     private = os.path.realpath(os.environ["TMPDIR"])
     writable, seen = [], 0
     for root, dirs, files in os.walk("/", followlinks=False):
+        if root == "/proc":  # its own processes' entries (CUDA writes there); the rest of /proc is walked
+            dirs[:] = [d for d in dirs if not d.isdigit() and d not in ("self", "thread-self")]
         seen += 1
         probe = os.path.join(root, ".solbench-walk-probe")
         try:

@@ -3,7 +3,8 @@
 A candidate's process is set up in three steps, each in a single-threaded process (see ``sandbox``):
 
 1. ``enter_namespaces``: new user (this user mapped to root), mount, network and PID namespaces;
-2. ``seal_filesystem``, in process 1 of the new PID namespace: its own ``/proc``; every mount read-only;
+2. ``seal_filesystem``, in process 1 of the new PID namespace: its own ``/proc`` (the host's knobs in it,
+   ``/proc/sys`` above all, read-only); every mount read-only;
    an empty read-only tmpfs over each hidden directory (the temporary directories, which hold other
    evaluations' files and the trusted worker's; the solution cache) and an empty file over each hidden file
    (the results database); the solution's staged files mounted back read-only, its private directory mounted
@@ -12,7 +13,8 @@ A candidate's process is set up in three steps, each in a single-threaded proces
    anything writable or unmount what hides a path. A user namespace it makes itself sees every mount locked
    as it is (the kernel locks mounts copied into a less privileged namespace).
 
-The private directory is then the only writable place outside ``/proc`` (its own) and device nodes.
+The private directory is then the only writable place but device nodes and the entries of its own processes
+in ``/proc`` (CUDA writes there).
 ``probe`` runs the same steps in a throwaway child once per zygote; where the kernel refuses one, the
 evaluation says so (``environment.sandbox = "rlimits"``) and the candidate runs on rlimits alone.
 """
@@ -93,6 +95,21 @@ def _locked_flags(path: str) -> int:
     return flags
 
 
+#: the parts of /proc that are the host's and writable to root, kept read-only (CUDA writes to the process's own
+#: entries, so /proc itself stays writable; as mapped root this process would pass /proc/sys's permission checks)
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sysvipc",
+                  "/proc/pressure", "/proc/acpi", "/proc/driver", "/proc/tty")
+
+
+def mount_proc() -> None:
+    """This PID namespace's own /proc, with the host's knobs in it read-only."""
+    _mount(b"proc", "/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None, "mount")
+    for path in PROC_READ_ONLY:
+        if os.path.exists(path):
+            _mount(path.encode(), path, None, MS_BIND | MS_REC, None, "bind")
+            _read_only(path)
+
+
 def _unescape(field_: str) -> str:
     # /proc/self/mountinfo escapes space, tab, newline and backslash as octal
     out, i = [], 0
@@ -128,8 +145,7 @@ def _read_only(point: str) -> None:
 def seal_filesystem(view: View) -> None:
     """In process 1 of a new PID namespace (after ``enter_namespaces``): see the module's docstring."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE, None, "make private")
-    # read-only: /proc/sys is the host's, and as mapped root this process would pass its permission checks
-    _mount(b"proc", "/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, None, "mount")
+    mount_proc()
     hidden = [os.path.realpath(p) for p in view.hidden if os.path.lexists(p)]
     hidden_dirs = sorted({p for p in hidden if os.path.isdir(p)}, key=len)
     # a hidden directory inside another is already hidden by the outer one
@@ -141,7 +157,7 @@ def seal_filesystem(view: View) -> None:
     handles = [(path, mode, os.open(path, os.O_PATH)) for path, mode in keep]
     for point in mount_points():
         if _under(point, "/proc") and point != "/":
-            continue  # this namespace's own /proc, mounted read-only above: it shows only its own processes
+            continue  # this namespace's own /proc, mounted above: it shows only its own processes
         try:
             _read_only(point)
         except OSError:
@@ -236,6 +252,7 @@ def probe() -> bool:
                         isolate(view)
                         ok = (_writable(private) and not _writable(staged) and not _writable(root)
                               and not _opens_for_write("/proc/sys/kernel/hostname")
+                              and not _opens_for_write("/proc/sysrq-trigger")
                               and not os.path.exists(os.path.join(other, "secret")) and capabilities_left() == 0)
                     except BaseException:
                         ok = False

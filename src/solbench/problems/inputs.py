@@ -84,6 +84,18 @@ def is_logits(name: str) -> bool:
     return "logit" in n or n in ("gating", "scores", "router_scores") or n.endswith("_scores")
 
 
+#: name parts of attention's operands (queries, keys, values and their caches)
+_ATTENTION_PARTS = frozenset({"q", "k", "v", "query", "key", "keys", "value", "values", "kv", "qkv", "cache"})
+
+
+def is_attention_operand(name: str) -> bool:
+    """Queries, keys and values (``q``, ``k_cache``, ``key_states``, ``v_new``, ...): drawn at a narrower scale with
+    milder outliers (``ATTENTION_SCALE``, ``ATTENTION_OUTLIER``). Their product is a logit, so the draw's scale
+    enters squared and an outlier channel meets every key: at the activation role's scale and outliers attention
+    turns one-hot, and which keys are in range (a sequence's length, a window, a mask) stops mattering."""
+    return bool(_ATTENTION_PARTS & set(name.lower().split("_")))
+
+
 def _range(spec: TensorSpec, axes: dict[str, int], default: tuple[float, float]) -> tuple[float, float]:
     if not spec.range:
         return default
@@ -94,6 +106,10 @@ def _range(spec: TensorSpec, axes: dict[str, int], default: tuple[float, float])
 # ---- the distributions (docs/PROBLEM_FORMAT.md, "Input roles") ----------------------------------------------------
 #: the activation role's bulk scale: log-uniform over two decades, one quantile per draw shared by its activations
 ACTIVATION_SCALE = (0.1, 10.0)
+#: the scale of attention's operands and the magnitude of their outlier channels and elements
+#: (``is_attention_operand``): a logit's spread changes by 16x across the scale
+ATTENTION_SCALE = (0.5, 2.0)
+ATTENTION_OUTLIER = (2.0, 8.0)
 #: the typical magnitude of an activation's outlier channels and the magnitude of its outlier elements
 ACTIVATION_OUTLIER = (8.0, 64.0)
 #: outlier channels along the last axis: 1 + D // 1024 of them (5 of 4096 hidden channels, 1 of a 128 head dim)
@@ -269,8 +285,10 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
                             None if is_logits(name) else outlier, lo, hi)
         else:
             cap = ACTIVATION_CAP.get(spec.dtype, math.inf)
-            x = _activation(shape, gen, device, pg, u, ACTIVATION_SCALE,
-                            None if is_logits(name) else ACTIVATION_OUTLIER, -cap, cap)
+            attention = is_attention_operand(name)
+            x = _activation(shape, gen, device, pg, u, ATTENTION_SCALE if attention else ACTIVATION_SCALE,
+                            None if is_logits(name) else ATTENTION_OUTLIER if attention else ACTIVATION_OUTLIER,
+                            -cap, cap)
     if spec.dtype in FLOAT8 and role not in ("scale",):
         lo, hi = _range(spec, axes, (-2.0, 2.0)) if role == "activation" else (-448.0, 448.0)
         x = x.clamp(lo, hi)

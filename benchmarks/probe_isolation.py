@@ -1,8 +1,9 @@
 """Which step of a candidate's isolation (evaluate/isolation.py) a machine's GPU stack tolerates: each set of steps
 runs in a fresh child (new user, mount, network and PID namespaces), then the child initialises CUDA through
-torch and runs a kernel. Prints one line per set: ok, or the error.
+torch and runs a kernel, or (--ipc) opens a CUDA IPC handle of this process's, as a candidate opens its arena.
+Prints one line per set: ok, or the error.
 
-Usage: python benchmarks/probe_isolation.py [--device cuda|cpu]
+Usage: python benchmarks/probe_isolation.py [--device cuda|cpu] [--ipc]
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ STEPS = {
     "proc_caps": ["proc", "caps"],
     "seal": ["seal"],
     "seal_caps": ["seal", "caps"],
+    "seal_shm": ["seal_shm"],
+    "seal_shm_caps": ["seal_shm", "caps"],
+    "mounts_ro_shm_ro": ["proc_guard", "mounts_ro"],
+    "mounts_ro_caps": ["proc_guard", "mounts_ro", "caps"],
 }
 
 
@@ -52,9 +57,12 @@ def _step(name: str, view: iso.View) -> None:
         iso.drop_capabilities()
     elif name == "seal":
         iso.seal_filesystem(view)
+    elif name == "seal_shm":  # /dev/shm left as it is
+        iso.seal_filesystem(iso.View(view.private, view.staged, [h for h in view.hidden if h != "/dev/shm"],
+                                     view.readable))
 
 
-def _child(steps: list[str], view: iso.View, device: str) -> int:
+def _child(steps: list[str], view: iso.View, device: str, handle_fd: int | None = None) -> int:
     try:
         iso.enter_namespaces()
         pid = os.fork()
@@ -67,8 +75,22 @@ def _child(steps: list[str], view: iso.View, device: str) -> int:
                 _step(s, view)
             import torch
 
-            x = torch.ones(1024, device=device)
-            assert float((x * 2).sum()) == 2048.0
+            if handle_fd is not None:  # open the parent's arena as a candidate does
+                from solbench.evaluate.arena import attach
+
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = os.read(handle_fd, 1 << 16)
+                    if not chunk:
+                        raise RuntimeError("no handle")
+                    data += chunk
+                import json
+
+                buf = attach(json.loads(data))
+                assert int(buf[:16].sum()) == 16 * 7
+            else:
+                x = torch.ones(1024, device=device)
+                assert float((x * 2).sum()) == 2048.0
             code = 0
         except BaseException as exc:
             print(f"    {type(exc).__name__}: {str(exc)[:300]}", flush=True)
@@ -81,6 +103,7 @@ def _child(steps: list[str], view: iso.View, device: str) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--ipc", action="store_true")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="solbench-probe-iso-")
     staged, private = os.path.join(root, "solution"), os.path.join(root, "tmp")
@@ -88,6 +111,32 @@ def main() -> int:
     os.makedirs(private)
     view = iso.View(private=private, staged=staged, hidden=[tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"],
                     readable=[p for p in sys.path if p and os.path.isdir(p)])
+    if args.ipc:  # children first, then this process's CUDA context and the arena they open
+        kids = []
+        for name, steps in STEPS.items():
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(w)
+                os._exit(_child(steps, view, args.device, r))
+            os.close(r)
+            kids.append((name, pid, w))
+        import json
+
+        import torch
+
+        from solbench.evaluate.arena import Arena
+
+        arena = Arena(1 << 20, torch.device(args.device), private)
+        arena.buf.fill_(7)
+        if args.device != "cpu":
+            torch.cuda.synchronize()
+        for name, pid, w in kids:
+            os.write(w, (json.dumps(arena.handle) + "\n").encode())
+        for name, pid, w in kids:
+            _, status = os.waitpid(pid, 0)
+            print(f"ipc {name:16s} {'ok' if os.waitstatus_to_exitcode(status) == 0 else 'FAILED'}", flush=True)
+        return 0
     for name, steps in STEPS.items():
         sys.stdout.flush()
         pid = os.fork()

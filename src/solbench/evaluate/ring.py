@@ -51,13 +51,17 @@ def unwritten(rows: torch.Tensor) -> torch.Tensor:
     return (flat == torch.iinfo(rows.dtype).max).all(dim=1)
 
 
+#: device memory a round's ring may hold, its pristine copies included: the candidate and the reference need room
+RING_BYTES_GPU = 8 << 30
+
+
 def capacity(slot_bytes: int, device: torch.device, pristine_bytes: int) -> int:
-    """How many slots a round gets: a quarter of the device's free memory at most (no more than 32 GiB) for
-    the arena and the pristine copies together, and never more than the cap for the device."""
+    """How many slots a round gets: an eighth of the device's free memory at most (no more than
+    ``RING_BYTES_GPU``) for the arena and the pristine copies together, and never more than the cap."""
     per_slot = max(1, slot_bytes + pristine_bytes)
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        budget = min(free // 4, 32 << 30)
+        budget = min(free // 8, RING_BYTES_GPU)
         return max(1, min(MAX_SLOTS_GPU, budget // per_slot))
     return max(1, min(MAX_SLOTS_CPU, (4 << 30) // per_slot))
 

@@ -209,6 +209,8 @@ class RemoteSubject:
         if self.arena is not None:
             self.arena.close()
             self.arena = None
+            if self.ctx.dev.type == "cuda":
+                self.ctx.torch.cuda.empty_cache()  # a ring's memory goes back before the next workload's
 
     def _settle(self) -> None:
         """The arena's copies are queued on this process's stream: they must land before the candidate reads."""

@@ -57,9 +57,9 @@ def _step(name: str, view: iso.View) -> None:
         iso.drop_capabilities()
     elif name == "seal":
         iso.seal_filesystem(view)
-    elif name == "seal_shm":  # /dev/shm left as it is
+    elif name == "seal_shm":  # /dev/shm left as it is, as on the GPU
         iso.seal_filesystem(iso.View(view.private, view.staged, [h for h in view.hidden if h != "/dev/shm"],
-                                     view.readable))
+                                     view.readable, writable=["/dev/shm"]))
 
 
 def _child(steps: list[str], view: iso.View, device: str, handle_fd: int | None = None) -> int:

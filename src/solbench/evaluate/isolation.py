@@ -13,8 +13,10 @@ A candidate's process is set up in three steps, each in a single-threaded proces
    anything writable or unmount what hides a path. A user namespace it makes itself sees every mount locked
    as it is (the kernel locks mounts copied into a less privileged namespace).
 
-The private directory is then the only writable place but device nodes and the entries of its own processes
-in ``/proc`` (CUDA writes there).
+The private directory is then the only writable place but device nodes, the entries of its own processes in
+``/proc`` (CUDA writes there) and, on the GPU, ``/dev/shm`` (``View.writable``: CUDA's IPC, through which the
+candidate opens its arenas, keeps its files there; measured on the H200 machine, the import of an IPC handle
+fails when /dev/shm is hidden or read-only).
 ``probe`` runs the same steps in a throwaway child once per zygote; where the kernel refuses one, the
 evaluation says so (``environment.sandbox = "rlimits"``) and the candidate runs on rlimits alone.
 """
@@ -44,15 +46,17 @@ class View:
     staged: str  # the solution's files, read-only
     hidden: list[str] = field(default_factory=list)  # directories or files made empty
     readable: list[str] = field(default_factory=list)  # paths under a hidden directory it still reads
+    #: mount points left as they are (writable): /dev/shm on the GPU, where CUDA's IPC keeps its files
+    writable: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"private": self.private, "staged": self.staged, "hidden": list(self.hidden),
-                "readable": list(self.readable)}
+                "readable": list(self.readable), "writable": list(self.writable)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "View":
         return cls(private=d["private"], staged=d["staged"], hidden=list(d.get("hidden") or []),
-                   readable=list(d.get("readable") or []))
+                   readable=list(d.get("readable") or []), writable=list(d.get("writable") or []))
 
 
 def _libc():
@@ -155,9 +159,12 @@ def seal_filesystem(view: View) -> None:
     keep += [(os.path.realpath(p), "ro") for p in view.readable if os.path.exists(p)]
     # what stays visible is opened before anything hides it, and mounted back from these descriptors
     handles = [(path, mode, os.open(path, os.O_PATH)) for path, mode in keep]
+    keep_writable = {os.path.realpath(p) for p in view.writable}
     for point in mount_points():
         if _under(point, "/proc") and point != "/":
             continue  # this namespace's own /proc, mounted above: it shows only its own processes
+        if point in keep_writable:
+            continue
         try:
             _read_only(point)
         except OSError:

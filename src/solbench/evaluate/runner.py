@@ -95,11 +95,13 @@ def cache_root() -> Path:
     return Path(os.environ.get("SOLBENCH_CACHE", Path.home() / ".cache" / "solbench"))
 
 
-def sandbox_view(store=None) -> dict[str, list[str]]:
+def sandbox_view(store=None, device: str = "cpu") -> dict[str, list[str]]:
     """What a candidate's filesystem hides, and what it still reads under a hidden directory (``isolation``):
     the temporary directories (every evaluation's and the trusted worker's files), the solution cache and the
-    results database are hidden; the Python installation and the module path stay readable."""
-    hidden = {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", str(cache_root())}
+    results database are hidden; the Python installation and the module path stay readable. On the GPU /dev/shm
+    stays as it is, since CUDA's IPC keeps its files there."""
+    gpu = device != "cpu"
+    hidden = {tempfile.gettempdir(), "/tmp", "/var/tmp", str(cache_root())} | (set() if gpu else {"/dev/shm"})
     if store is not None and getattr(store, "path", None):
         db = Path(store.path).resolve()
         hidden.update(str(db) + suffix for suffix in ("", "-wal", "-shm", "-journal"))
@@ -111,7 +113,8 @@ def sandbox_view(store=None) -> dict[str, list[str]]:
         or any(os.path.realpath(p).startswith(pre + os.sep) for pre in prefixes)))
     readable.update(trusted.module_paths())
     readable.update(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p and os.path.isdir(p))
-    return {"hidden": sorted(hidden), "readable": sorted(os.path.realpath(p) for p in readable)}
+    return {"hidden": sorted(hidden), "readable": sorted(os.path.realpath(p) for p in readable),
+            "writable": ["/dev/shm"] if gpu else []}
 
 
 def _carry_cache(src: Path, dst: Path) -> None:
@@ -225,7 +228,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
             opts.progress(f"{problem.name}: {solution.name} on {len(uuids)} workload(s)")
         cand_job = _job(problem, [subject], [(0, u) for u in uuids], opts, seed)
         cand_job["workdir"] = str(workdir)
-        cand_job["sandbox"] = dict(sandbox_view(store), env=trusted.child_env(candidate_env), private=str(private),
+        cand_job["sandbox"] = dict(sandbox_view(store, opts.device), env=trusted.child_env(candidate_env), private=str(private),
                                    mode=opts.sandbox, max_file_bytes=opts.max_file_bytes,
                                    max_address_space_bytes=opts.max_address_space_bytes)
         # the SOL analysis (fake tensors, CPU only) runs in this process while the candidate's worker runs

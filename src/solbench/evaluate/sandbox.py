@@ -53,6 +53,7 @@ class SandboxSpec:
     device: str
     hidden: list[str] = field(default_factory=list)  # paths made empty inside the namespaces (isolation.View)
     readable: list[str] = field(default_factory=list)  # paths under a hidden one it must still read
+    writable: list[str] = field(default_factory=list)  # mount points left writable (isolation.View)
     mode: str = "auto"  # "auto": namespaces where available; "none": rlimits only
     max_file_bytes: int = 4 << 30
     max_address_space_bytes: int = 64 << 30  # CPU only: CUDA reserves more address space than any sane limit
@@ -64,7 +65,8 @@ class SandboxSpec:
     def view(self) -> dict[str, Any]:
         from solbench.evaluate.isolation import View
 
-        return View(private=self.workdir, staged=self.staged, hidden=self.hidden, readable=self.readable).to_dict()
+        return View(private=self.workdir, staged=self.staged, hidden=self.hidden, readable=self.readable,
+                    writable=self.writable).to_dict()
 
     def to_dict(self) -> dict[str, Any]:
         return {"view": self.view(), "workdir": self.workdir, "env": self.env, "device": self.device,

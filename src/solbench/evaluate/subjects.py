@@ -160,7 +160,8 @@ class RemoteSubject:
         sb = job["sandbox"]
         spec = SandboxSpec(staged=self.subject["staged"], workdir=sb["private"], env=sb["env"],
                            device=job["device"], hidden=list(sb.get("hidden") or []),
-                           readable=list(sb.get("readable") or []), mode=sb.get("mode", "auto"),
+                           readable=list(sb.get("readable") or []), writable=list(sb.get("writable") or []),
+                           mode=sb.get("mode", "auto"),
                            max_file_bytes=int(sb.get("max_file_bytes", 4 << 30)),
                            max_address_space_bytes=int(sb.get("max_address_space_bytes", 64 << 30)))
         self.proc = CandidateProcess(spec, self.log_path, zygote=self.ctx.zygote)

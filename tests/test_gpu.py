@@ -74,7 +74,7 @@ def test_timing_repeats_within_one_percent(axpy):
 def test_launch_bound_workload_reports_graph_time(axpy):
     ev = _eval(axpy, AXPY / "solutions" / "torch_ok.py", workloads=["axpy-small"], baselines=())
     w = ev.workloads[0]
-    assert w.graph_ms is not None and 0 < w.graph_ms <= w.time_ms * 1.5
+    assert w.graph_ms is not None and 0 < w.graph_ms <= w.time_ms * 1.5, w.graph_error
 
 
 def test_side_stream_work_is_not_hidden(axpy):
@@ -215,11 +215,12 @@ def test_profiler_language_proof(tmp_path):
 
 def test_each_solution_has_its_own_triton_cache(axpy):
     """Triton is imported in the zygote before a solution's cache directory is set: the cache a candidate
-    compiles into must still be its own (a per-solution directory), never one another solution shares."""
+    compiles into must still be its own (in its private directory, seeded from and copied back to its solution's
+    own cache by the trusted side), never one another solution shares."""
     src = ("import os\nimport torch\nimport triton\n\n"
            "def run(x, y, alpha):\n"
            "    d = str(triton.knobs.cache.dir) if hasattr(triton, 'knobs') else os.environ.get('TRITON_CACHE_DIR', '')\n"
-           "    own = '/triton/' in d and d == os.environ.get('TRITON_CACHE_DIR')\n"
+           "    own = d == os.environ.get('TRITON_CACHE_DIR') and d.startswith(os.environ.get('TMPDIR', '?'))\n"
            "    return torch.add(y, x, alpha=alpha) if own else x\n")
     ev = evaluate(axpy, inline_solution(axpy, "cache_dir", src), EvalOptions(device="cuda", baselines=(), workloads=["axpy-small"], time_candidate=False))
     assert ev.verdict == "passed", ev.workloads[0].message

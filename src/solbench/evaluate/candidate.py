@@ -84,6 +84,14 @@ class Candidate:
         self.calls = 0
         self.threads_before = dynamic.thread_idents()
         self.language.install_hooks(self.device_name)
+        if self.language.name == "triton":  # what the ghost replay patches, in the snapshot from the start
+            import importlib
+
+            for name in ("triton.runtime.jit", "triton.runtime.interpreter"):
+                try:
+                    importlib.import_module(name)
+                except ImportError:
+                    pass
         tamper.watch("candidate", self, mutable={"arenas", "flusher", "flusher_llc", "hold", "fn", "calls"})
         tamper.watch("channel", chan, mutable={"nonce"})
         if self.streams is not None:

@@ -47,6 +47,7 @@ class WorkloadResult(BaseModel):
     #: event time of the same wall-time calls, the stream not held (GPU)
     wall_event_ms: list[float] = Field(default_factory=list)
     graph_ms: float | None = None
+    graph_error: str | None = None  # why there is no graph time where one was asked for
     timing_method: str | None = None
     clocks: list[dict[str, Any]] = Field(default_factory=list)
     peak_memory_bytes: int | None = None

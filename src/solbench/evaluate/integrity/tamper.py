@@ -159,9 +159,9 @@ def digest(snap: dict[str, tuple]) -> str:
 
 
 def _counted_addition(key: str) -> bool:
-    # a name added to a harness module can shadow a builtin its functions use; torch and the standard library
-    # gain attributes as their submodules load
-    return not key.startswith(("std.", "torch", "hook.", "watched."))
+    # a name added to a harness module can shadow a builtin its functions use; torch, Triton and the standard
+    # library gain attributes and classes as their submodules load (their replaced or removed names still count)
+    return not key.startswith(("std.", "torch", "triton.", "hook.", "watched."))
 
 
 def comparable(before: dict[str, tuple], now: dict[str, tuple]) -> dict[str, tuple]:

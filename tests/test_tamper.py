@@ -135,3 +135,21 @@ def test_torchs_own_result_tuples_are_plain():
 
     Fake.__module__ = "torch.return_types"  # a look-alike is not torch's own class
     assert calls.not_plain(Fake([torch.ones(1)]))
+
+
+def test_state_torch_keeps_in_its_classes_is_not_tamper(before):
+    """torch.cuda.graph caches its capture stream in a class attribute at the first capture (seen on the H200):
+    the methods of torch's CUDA classes are fingerprinted, not their data."""
+    cls = torch.cuda.graph
+    saved = vars(cls).get("default_capture_stream", None)
+    try:
+        cls.default_capture_stream = object()
+        assert tamper.tampered(before) == []
+    finally:
+        cls.default_capture_stream = saved
+    original = cls.__enter__
+    try:
+        cls.__enter__ = lambda self: None
+        assert "torch.cuda.graph.__enter__" in tamper.tampered(before)
+    finally:
+        cls.__enter__ = original

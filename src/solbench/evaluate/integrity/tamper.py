@@ -129,8 +129,9 @@ def snapshot() -> dict[str, tuple]:
                       "InterpretedFunction"), ("triton.runtime.jit", "JITFunction")):
         mod = sys.modules.get(name)
         obj = getattr(mod, cls, None) if mod is not None else None
-        if isinstance(obj, type):
-            _namespace(f"{name}.{cls}", dict(vars(obj)), out, classes=False)
+        if isinstance(obj, type):  # methods only: Triton keeps hooks and caches in class attributes
+            _namespace(f"{name}.{cls}", {k: v for k, v in vars(obj).items() if callable(v)
+                                         or isinstance(v, (staticmethod, classmethod, property))}, out, classes=False)
     torch = sys.modules.get("torch")
     if torch is not None:
         _namespace("torch", {k: v for k, v in vars(torch).items() if callable(v)}, out, classes=False)
@@ -144,8 +145,11 @@ def snapshot() -> dict[str, tuple]:
             _namespace("torch.cuda", {k: v for k, v in vars(cuda).items() if callable(v)}, out, classes=False)
             for cls in ("Event", "Stream", "CUDAGraph", "graph"):
                 obj = getattr(cuda, cls, None)
-                if isinstance(obj, type):
-                    _namespace(f"torch.cuda.{cls}", dict(vars(obj)), out, classes=False)
+                if isinstance(obj, type):  # their methods: torch keeps state of its own in class attributes
+                    # (torch.cuda.graph.default_capture_stream is set at the first capture)
+                    _namespace(f"torch.cuda.{cls}", {k: v for k, v in vars(obj).items() if callable(v)
+                                                     or isinstance(v, (staticmethod, classmethod, property))},
+                               out, classes=False)
     _hooks(out)
     for name, (obj, mutable) in list(_watched.items()):
         _namespace(f"watched.{name}", dict(vars(obj)), out, skip=mutable, classes=False)

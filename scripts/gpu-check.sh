@@ -5,14 +5,15 @@
 #           fast (the GPU test set but the bundled examples), bundled (every starter
 #           example on the GPU, baselines included), run (the main job), bench, ncu, calibrate, floor, start, probe,
 #           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without),
-#           profcost (what the language proof's profiler adds per solution: PROFCOST_N solutions, off and on)
+#           profcost (what the language proof's profiler adds per solution: PROFCOST_N solutions, off and on),
+#           isolation (which step of the candidate's sandbox this machine's CUDA tolerates, start and IPC)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline (about 5 minutes for
 # the starter suite on the H200), so two calls do it all: `RUN_LIMIT=500 scripts/gpu-check.sh run`, then copy the
 # returned gpu.db to .gpudb/gpu.db, carry .gpudb and .whl, and run `scripts/gpu-check.sh tests bench`. A change to
-# a file of the harness digest (evaluate/worker.py, correctness.py, timing.py, stats.py, problems/inputs.py)
-# makes the cached baselines stale. pytest runs verbose, so a stage stopped at its limit still reports its tests.
+# a file of the harness digest (evaluate/baselines.py lists them; problems/inputs.py too) makes the cached
+# baselines stale. pytest runs verbose, so a stage stopped at its limit still reports its tests.
 # Every step is bounded by `timeout`, reads no stdin, and logs under $OUT (the device tool returns $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +61,8 @@ for stage in "${stages[@]}"; do
              2>&1 | tee "$OUT/calibrate.txt" ;;
     floor) timeout 120 python3 benchmarks/launch_floor.py </dev/null 2>&1 | tee "$OUT/floor.txt" ;;
     start) timeout 120 python3 benchmarks/bench_worker_start.py --device cuda </dev/null 2>&1 | tee "$OUT/start.txt" ;;
+    isolation) { timeout 100 python3 benchmarks/probe_isolation.py; timeout 100 python3 benchmarks/probe_isolation.py \
+             --ipc; } </dev/null 2>&1 | tee "$OUT/isolation.txt" ;;
     *) echo "unknown stage $stage"; continue ;;
   esac
   status[$stage]="rc=${PIPESTATUS[0]} $(( $(date +%s) - start ))s"

@@ -1,13 +1,12 @@
 """The candidate's sandbox: how its process is started, limited, talked to and killed.
 
-The trusted worker starts one candidate process per solution (and a new one
-after a crash), forked from a zygote that has imported torch, or else from a
-fresh interpreter. Where the OS allows, the process runs in new user, PID,
-mount and network namespaces, with the solution's staged files bind-mounted
-read-only, so every process it starts dies with it and it has no network;
-elsewhere rlimits alone apply (docs/SECURITY.md). Commands go to it and replies
-come back as JSON lines over two pipes; a reply that does not come in time, or
-a process that ends, is reported as :class:`CandidateGone`.
+The trusted worker starts one candidate process per solution (and a new one after a crash), forked from the
+zygote (``zygote``), or else from a fresh interpreter (``python -m solbench.evaluate.sandbox``). Either way the
+process sets itself up in ``_candidate_child``: where the OS allows, new user, PID, mount and network namespaces
+and a sealed filesystem with no capabilities (``isolation``), so every process it starts dies with it, it has no
+network and it writes nowhere but its own directory; elsewhere rlimits alone apply (docs/SECURITY.md). Commands
+go to it and replies come back as JSON lines over two pipes; a reply that does not come in time, or a process that
+ends, is reported as :class:`CandidateGone`.
 """
 
 from __future__ import annotations
@@ -118,7 +117,7 @@ class _Forked:
 class CandidateProcess:
     spec: SandboxSpec
     log_path: Path
-    zygote: "Zygote | None" = None
+    zygote: Any = None  # a zygote.Zygote, or None: a fresh interpreter
     proc: Any = None
     isolation: str = "rlimits"  # what the running process got: "namespaces" or "rlimits"
     _buf: bytes = b""
@@ -270,111 +269,6 @@ def kill_session(proc: Any) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-# ---- the zygote: candidate processes forked from one that has already imported torch ----------------------
-
-
-class Zygote:
-    """A process that has imported torch and Triton (no CUDA context yet) and forks candidate processes.
-
-    Importing torch takes seconds (about 4 s on the H200 machine); a fork takes milliseconds. The trusted
-    worker starts the zygote before it creates its own CUDA context, and asks it for one candidate process
-    per solution. Each one is set up as the ``unshare`` command would: new user, mount, network and PID
-    namespaces, the staged solution mounted read-only, a private /proc, the process group killed as one.
-    """
-
-    def __init__(self, namespaces: bool):
-        import socket
-
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        pid = os.fork()
-        if pid == 0:  # the zygote
-            parent.close()
-            try:
-                _zygote_serve(child, namespaces)
-            finally:
-                os._exit(0)
-        child.close()
-        self.pid = pid
-        self.sock = parent
-        # the zygote tries the isolation once: where the kernel refuses a step, candidates run on rlimits alone
-        # (and evaluations say so) rather than failing to start
-        self.namespaces = self.sock.recv(1) == b"1"
-
-    def spawn(self, spec: SandboxSpec, cmd_r: int, reply_w: int, log_fd: int) -> int:
-        """Fork a candidate process with these pipes; returns its process id (also its process group)."""
-        import socket
-
-        msg = json.dumps(dict(spec.to_dict(), namespaces=self.namespaces and spec.namespaced)).encode()
-        socket.send_fds(self.sock, [len(msg).to_bytes(4, "little") + msg], [cmd_r, reply_w, log_fd])
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = self.sock.recv(64)
-            if not chunk:
-                raise OSError("the zygote is gone")
-            data += chunk
-        return int(data)
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-        except (OSError, ChildProcessError):
-            pass
-
-
-def _zygote_serve(sock, namespaces: bool) -> None:
-    import socket
-
-    from solbench.evaluate import isolation
-
-    isolation.die_with_parent()  # the trusted worker's end is the zygote's
-    _close_fds_but({sock.fileno()})  # nothing of the trusted worker's (its result pipe above all) stays open
-    try:  # the imports a candidate needs, paid once (the trusted worker imported the harness already)
-        import torch  # noqa: F401
-
-        if os.environ.get("SOLBENCH_WORKER_DEVICE", "cpu") != "cpu":
-            # not on the CPU: there TRITON_INTERPRET must be set before Triton is first imported
-            try:
-                import triton  # noqa: F401
-            except ImportError:
-                pass
-    except Exception:
-        pass
-    sock.sendall(b"1" if namespaces and isolation.probe() else b"0")
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
-    while True:
-        try:
-            head, fds, _, _ = socket.recv_fds(sock, 4, 8)
-        except OSError:
-            return
-        if len(head) < 4:
-            return
-        n = int.from_bytes(head, "little")
-        body = b""
-        while len(body) < n:
-            chunk = sock.recv(n - len(body))
-            if not chunk:
-                return
-            body += chunk
-        spec = json.loads(body)
-        pid = os.fork()
-        if pid == 0:
-            sock.close()
-            code = 1
-            try:
-                code = _candidate_child(spec, *fds)
-            except BaseException:
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                os._exit(code)
-        for fd in fds:
-            os.close(fd)
-        sock.sendall(f"{pid}\n".encode())
 
 
 def _apply_limits(device: str, max_file_bytes: int, max_address_space_bytes: int) -> None:

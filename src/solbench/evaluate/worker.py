@@ -26,7 +26,7 @@ from typing import Any
 #: every module of the harness this process uses, imported before any candidate exists
 HARNESS = ("solbench.evaluate.arena", "solbench.evaluate.calls", "solbench.evaluate.correctness",
            "solbench.evaluate.judging", "solbench.evaluate.measure", "solbench.evaluate.protocol",
-           "solbench.evaluate.ring", "solbench.evaluate.sandbox", "solbench.evaluate.isolation",
+           "solbench.evaluate.ring", "solbench.evaluate.sandbox", "solbench.evaluate.zygote", "solbench.evaluate.isolation",
            "solbench.evaluate.stats", "solbench.evaluate.subjects", "solbench.evaluate.timed",
            "solbench.evaluate.timing", "solbench.evaluate.integrity.dynamic", "solbench.evaluate.integrity.ghost",
            "solbench.evaluate.integrity.language", "solbench.evaluate.integrity.l2",
@@ -149,7 +149,8 @@ def main(cmd_fd: int, result_fd: int) -> int:
     isolation.die_with_parent()  # the runner's end is this worker's, whatever signal ended it
     for name in HARNESS:
         importlib.import_module(name)
-    from solbench.evaluate.sandbox import Zygote, namespaces_available
+    from solbench.evaluate.sandbox import namespaces_available
+    from solbench.evaluate.zygote import Zygote
 
     set_threads(torch, int(os.environ.get("SOLBENCH_CPU_THREADS") or 0))
     # forked before any job (and its seed) is read and before this process has a CUDA context

@@ -37,14 +37,10 @@ def _produced(outputs: list[Any], before: list[Any]) -> int:
     in-place one."""
     import torch
 
-    from solbench.evaluate.integrity.ghost import _bits
+    from solbench.evaluate.integrity.ghost import produced
 
-    n = 0
-    for out, b in zip(outputs, before):
-        if not isinstance(out, torch.Tensor) or out.is_meta:
-            continue
-        n += out.numel() if b is None else int((_bits(out) != _bits(b.to(out.device))).sum())
-    return n
+    return sum(int(produced(out, b).sum()) for out, b in zip(outputs, before)
+               if isinstance(out, torch.Tensor) and not out.is_meta)
 
 
 def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ wall-clock time around each call.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -272,12 +273,7 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
 
     snap = clock_snapshot(device_index)
     hold = Hold(cfg, (snap or {}).get("max_sm_clock_mhz"))
-    count = [0]
-
-    def one(_k: int) -> object:
-        count[0] += 1
-        return call(count[0] % n_sets)
-
+    one = _cycling(call, n_sets)
     timing = measure(lambda kinds: round_cuda(one, kinds, flusher, cfg, hold), cfg, True, cfg.max_samples,
                      graph=lambda: time_graph(lambda: call(0), flusher, cfg), want_graph=graph)
     end = clock_snapshot(device_index)
@@ -289,10 +285,11 @@ def time_cpu(call: Callable[[int], object], n_sets: int, cfg: TimingConfig) -> T
     """Time a trusted callable on the CPU (see ``time_cuda``)."""
     from solbench.evaluate.measure import measure
 
-    count = [0]
-
-    def one(_k: int) -> object:
-        count[0] += 1
-        return call(count[0] % n_sets)
-
+    one = _cycling(call, n_sets)
     return measure(lambda kinds: round_cpu(one, kinds, cfg), cfg, False, cfg.cpu_max_samples)
+
+
+def _cycling(call: Callable[[int], object], n_sets: int) -> Call:
+    """A round's call k as ``call`` on the next of ``n_sets`` input sets, in turn across rounds."""
+    counter = itertools.count(1)
+    return lambda _k: call(next(counter) % n_sets)

@@ -71,13 +71,20 @@ def _bits(x: torch.Tensor) -> torch.Tensor:
     return x.view(_INT_OF_SIZE[x.element_size()]) if x.element_size() in _INT_OF_SIZE else x
 
 
+def produced(out: torch.Tensor, before: torch.Tensor | None) -> torch.Tensor:
+    """Which elements of an output a call produced (flat): all of a fresh output (``before`` None), the changed
+    ones of an in-place output."""
+    bits = _bits(out)
+    return torch.ones_like(bits, dtype=torch.bool) if before is None else bits != _bits(before.to(out.device))
+
+
 def reproduced_share(real: list[Any], ghost: list[Any], before: list[Any]) -> float | None:
     """The share of the produced output elements that the ghost call reproduced, or None where there is no
     evidence (nothing produced; the ghost outputs differ in number, type, shape or dtype). ``before[i]`` is
     output i's value before the call for an in-place output, None for a fresh one."""
     if len(real) != len(ghost):
         return None
-    produced = 0
+    total = 0
     same = 0
     for r, g, b in zip(real, ghost, before):
         if not isinstance(r, torch.Tensor):
@@ -85,7 +92,7 @@ def reproduced_share(real: list[Any], ghost: list[Any], before: list[Any]) -> fl
         if type(g) is not torch.Tensor or g.shape != r.shape or g.dtype != r.dtype or g.device != r.device:
             return None
         rb, gb = _bits(r), _bits(g)
-        mask = torch.ones_like(rb, dtype=torch.bool) if b is None else rb != _bits(b.to(r.device))
-        produced += int(mask.sum())
+        mask = produced(r, b)
+        total += int(mask.sum())
         same += int(((rb == gb) & mask).sum())
-    return same / produced if produced else None
+    return same / total if total else None

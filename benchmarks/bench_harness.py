@@ -58,6 +58,7 @@ def analyse(store: Store) -> dict:
         if ev.device != "cpu":
             by_key.setdefault((ev.problem, ev.solution), []).append(ev)
     first_points, steady_points, agreement, rows = [], [], [], []
+    phases: dict[str, float] = {}
     for (problem, solution), evs in sorted(by_key.items()):
         last = evs[-1]
         same = [e for e in evs[:-1] if _made_alike(e, last)]
@@ -65,6 +66,8 @@ def analyse(store: Store) -> dict:
         first_points.append((len(first.workloads), first.elapsed_s))
         if same:
             steady_points.append((len(last.workloads), last.elapsed_s))
+            for name, s in (last.phases or {}).items():
+                phases[name] = phases.get(name, 0.0) + s
             before = {w.uuid: w.time_ms for w in first.workloads}
             for w in last.workloads:
                 b = before.get(w.uuid)
@@ -92,9 +95,22 @@ def analyse(store: Store) -> dict:
         "repeat_within_1pct": sum(d <= 0.01 for d in diffs),
         "repeat_median_rel_diff": statistics.median(diffs) if diffs else None,
         "repeat_max_rel_diff": diffs[-1] if diffs else None,
+        #: seconds per phase summed over the steady-state evaluations (solbench.evaluate.phases)
+        "steady_phases_s": dict(sorted(phases.items(), key=lambda kv: -kv[1])),
         "per_solution": rows,
         "agreement": agreement,
     }
+
+
+def report_phases(result: dict) -> None:
+    """Where the steady state's time went, per workload (a nested phase is also counted in its parent)."""
+    n = result.get("steady_workloads") or 0
+    phases = result.get("steady_phases_s") or {}
+    if not n or not phases:
+        return
+    print(f"{'phases, s per workload':32s} (nested phases, e.g. timing.rounds, are part of their parent)")
+    for name, s in list(phases.items())[:16]:
+        print(f"   {name:29s} {s / n:.4f}")
 
 
 def report(result: dict) -> None:
@@ -152,6 +168,33 @@ def profile_cost(device: str, n: int, hold: bool, out: str | None) -> int:
     return 0
 
 
+def cold_eval(db: str, device: str, problem: str, repeats: int) -> list[dict]:
+    """Wall time of `solbench eval` in a fresh process (the CLI, the trusted worker's cold start, the evaluation),
+    with the evaluation's own phases; baselines from the database's cache."""
+    import subprocess
+
+    rows = []
+    for problem_name in [problem] * repeats:
+        path = next(p for p in select_problems("starter") if p.name == problem_name).example_solutions[0]
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "solbench.cli", "eval", "--problem", problem_name, "--solution",
+                               str(path), "--device", device, "--db", db, "--json", "--quiet"],
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        wall = time.perf_counter() - t0
+        try:
+            ev = json.loads(proc.stdout[proc.stdout.index("{"):])
+        except ValueError:
+            print(f"cold eval failed (rc {proc.returncode}): {proc.stderr[-400:]}")
+            continue
+        row = {"problem": problem_name, "workloads": len(ev.get("workloads") or []), "wall_s": wall,
+               "evaluation_s": ev.get("elapsed_s"), "verdict": ev.get("verdict"), "phases": ev.get("phases") or {}}
+        rows.append(row)
+        top = sorted(row["phases"].items(), key=lambda kv: -kv[1])[:6]
+        print(f"cold `solbench eval` {problem_name}: {row['workloads']} workloads, {wall:.2f} s wall, evaluation "
+              f"{row['evaluation_s']:.2f} s ({row['verdict']}); " + ", ".join(f"{k} {v:.2f}" for k, v in top))
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", required=True)
@@ -164,6 +207,13 @@ def main() -> int:
                     help="instead: evaluate the first N example solutions with the language proof off and on "
                          "(the default, one profiled workload), baselines left out, and print what the profiler "
                          "adds per solution")
+    ap.add_argument("--only", default=None, help="comma-separated starter problems (default: all 17)")
+    ap.add_argument("--no-baselines", dest="baselines", action="store_false",
+                    help="evaluate without baselines (the harness's own cost; no SOL scores)")
+    ap.add_argument("--repeat", type=int, default=1, help="evaluate each solution this many times in this call")
+    ap.add_argument("--cold", type=int, default=0, metavar="N",
+                    help="also time N cold `solbench eval` processes of --cold-problem (after the steady state)")
+    ap.add_argument("--cold-problem", default="rmsnorm")
     args = ap.parse_args()
     if args.profile_cost:
         return profile_cost(args.device, args.profile_cost, args.hold, args.out)
@@ -172,14 +222,22 @@ def main() -> int:
         from solbench.evaluate.timing import TimingConfig
 
         hw = detect(args.device)
-        for problem in select_problems("starter"):
-            for path in problem.example_solutions:
-                evaluate(problem, load_solution(path, problem.name),
-                         EvalOptions(device=args.device, hardware=hw, timing=TimingConfig(hold=args.hold)), store=store)
+        only = set(args.only.split(",")) if args.only else None
+        for _ in range(args.repeat):
+            for problem in select_problems("starter"):
+                if only and problem.name not in only:
+                    continue
+                for path in problem.example_solutions:
+                    evaluate(problem, load_solution(path, problem.name),
+                             EvalOptions(device=args.device, hardware=hw, timing=TimingConfig(hold=args.hold),
+                                         baselines=None if args.baselines else ()), store=store)
     result = analyse(store)
+    if args.cold:
+        result["cold"] = cold_eval(args.db, args.device, args.cold_problem, args.cold)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
     report(result)
+    report_phases(result)
     return 0
 
 

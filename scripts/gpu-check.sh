@@ -43,7 +43,7 @@ for stage in "${stages[@]}"; do
     fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "not test_bundled_examples" tests \
              </dev/null 2>&1 | tee "$OUT/fast.txt" ;;
     quick) timeout ${QUICK_LIMIT:-150} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest or \
-             held_stream or side_stream or persisting or set_aside or profiler or repeats or fault" tests \
+             held_stream or side_stream or cupti or graph_time or persisting or set_aside or profiler or repeats or fault" tests \
              </dev/null 2>&1 | tee "$OUT/quick.txt" ;;
     bundled) timeout ${BUNDLED_LIMIT:-400} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k test_bundled_examples tests \
              </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
@@ -52,7 +52,8 @@ for stage in "${stages[@]}"; do
              | tee "$OUT/repeat.txt" ;;
     repeat-nohold) timeout ${REPEAT_LIMIT:-150} python3 benchmarks/bench_repeat.py --no-hold \
              --out "$OUT/repeat-nohold.json" </dev/null 2>&1 | tee "$OUT/repeat-nohold.txt" ;;
-    bench) timeout ${BENCH_LIMIT:-240} python3 benchmarks/bench_harness.py --db "$SOLBENCH_GPU_DB" --out "$OUT/bench.json" </dev/null \
+    bench) timeout ${BENCH_LIMIT:-240} python3 benchmarks/bench_harness.py --db "$SOLBENCH_GPU_DB" --out "$OUT/bench.json" \
+             --cold ${BENCH_COLD:-2} ${BENCH_ARGS:-} </dev/null \
              2>&1 | tee "$OUT/bench.txt" ;;
     profcost) timeout ${PROFCOST_LIMIT:-150} python3 benchmarks/bench_harness.py --db "$SOLBENCH_GPU_DB" \
              --profile-cost ${PROFCOST_N:-6} --out "$OUT/profcost.json" </dev/null 2>&1 | tee "$OUT/profcost.txt" ;;

@@ -13,8 +13,9 @@ def run(problem, name, **kw):
     path = SOLUTIONS / name if (SOLUTIONS / name).exists() else AXPY / "solutions" / name
     sol = load_solution(path, problem.name)
     kw.setdefault("static_checks", False)
+    store = kw.pop("store", None)
     opts = EvalOptions(device="cpu", baselines=kw.pop("baselines", ()), **kw)
-    return evaluate(problem, sol, opts, store=kw.get("store"))
+    return evaluate(problem, sol, opts, store=store)
 
 
 def test_honest_pytorch_solution_passes_and_is_timed(axpy, tmp_path):
@@ -102,6 +103,45 @@ def test_hang_becomes_timeout(axpy):
     assert ev.verdict == "timeout"
 
 
+def test_a_hang_costs_one_limit_not_one_per_workload(axpy):
+    """After the first workload's limit runs out, the others are not run (``limits``): the evaluation costs one
+    limit plus the start, where it used to cost a limit per workload."""
+    ev = run(axpy, "hang.py", time_candidate=False, workload_timeout_s=4)
+    assert [w.verdict for w in ev.workloads] == ["timeout", "timeout"]
+    assert "timeout" in ev.workloads[0].reasons
+    assert ev.workloads[1].reasons == ["not_run_after_timeout"]
+    assert "axpy-small" in ev.workloads[1].message
+    start = ev.environment.get("worker_ready_s") or 0.0
+    assert ev.elapsed_s < 4 + start + 5, (ev.elapsed_s, start)
+    # asked for, the remaining workloads run anyway (and hang again)
+    again = run(axpy, "hang.py", time_candidate=False, workload_timeout_s=2, run_after_timeout=True)
+    assert [w.reasons for w in again.workloads] == [["timeout"], ["timeout"]]
+
+
+def test_the_default_limit_follows_the_reference():
+    from solbench.evaluate import limits
+
+    assert limits.workload_limit(0.0) == limits.COMPILE_ALLOWANCE_S  # the floor: a first compile
+    assert limits.workload_limit(0.01) == pytest.approx(limits.COMPILE_ALLOWANCE_S + limits.MULTIPLE * 0.01)
+    assert limits.workload_limit(10.0) == limits.CEILING_S
+    assert limits.workload_limit(None) == limits.CEILING_S  # no reference time: the ceiling
+    assert limits.workload_limit(0.01, explicit_s=7) == 7
+
+
+def test_phases_say_where_the_time_went(axpy, tmp_path):
+    store = Store(tmp_path / "r.db")
+    ev = run(axpy, "torch_ok.py", store=store)
+    for name in ("static_scan", "stage", "worker", "analysis", "judge", "candidate_start", "inputs", "reference",
+                 "calls", "compare", "timing", "timing.rounds", "timing.fill", "timing.recheck", "limit"):
+        assert ev.phases.get(name, 0) > 0, (name, ev.phases)
+    assert ev.phases["timing.rounds"] <= ev.phases["timing"]
+    assert sum(ev.phases[k] for k in ("stage", "worker", "judge")) <= ev.elapsed_s
+    w = ev.workloads[0]
+    assert w.phases["timing"] > 0 and w.phases["calls"] > 0
+    stored, _ = store.evaluation(ev.id)
+    assert stored.phases.get("worker") == ev.phases["worker"] and stored.workloads[0].phases == w.phases
+
+
 def test_replay_reproduces_a_failure(axpy, tmp_path):
     store = Store(tmp_path / "r.db")
     sol = load_solution(SOLUTIONS / "wrong.py", axpy.name)
@@ -170,3 +210,43 @@ def test_the_candidate_runs_with_the_trusted_workers_cpu_threads(axpy):
                   EvalOptions(device="cpu", baselines=(), workloads=["axpy-small"], time_candidate=False))
     assert ev.verdict == "passed", ev.workloads[0].message
     assert ev.environment["cpu_threads"] == 1
+
+
+def test_a_workload_too_large_for_the_device_is_refused_up_front(axpy, monkeypatch):
+    from solbench.evaluate import footprint
+
+    # axpy-small needs about 68 kB to judge, axpy-odd about 280 kB
+    monkeypatch.setattr(footprint, "available_bytes", lambda device: 100_000)
+    ev = run(axpy, "torch_ok.py", time_candidate=False)
+    small, odd = ev.workloads
+    assert odd.verdict == "unsupported" and odd.reasons == ["too_large_for_device"]
+    assert "GB" in odd.message and "free" in odd.message
+    assert small.verdict == "passed"
+
+
+def test_a_trusted_worker_killed_for_memory_says_so(axpy):
+    """The OOM killer's SIGKILL of the trusted worker is reported as such, with the workload's sizes."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from solbench.evaluate import trusted
+
+    def kill_when_busy():
+        for _ in range(200):
+            judge = trusted._JUDGES.get("cpu")
+            if judge is not None and judge.jobs and judge.alive():
+                time.sleep(1.0)
+                os.kill(judge.proc.pid, signal.SIGKILL)
+                return
+            time.sleep(0.05)
+
+    trusted.retire_judge("cpu")
+    killer = threading.Thread(target=kill_when_busy)
+    killer.start()
+    ev = run(axpy, "hang.py", time_candidate=False, workload_timeout_s=20, workloads=["axpy-small"])
+    killer.join()
+    w = ev.workloads[0]
+    assert w.verdict == "runtime_error" and {"out_of_memory", "trusted_worker_killed"} <= set(w.reasons), w
+    assert "needs" in w.message and "GB" in w.message

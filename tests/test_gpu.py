@@ -74,7 +74,25 @@ def test_timing_repeats_within_one_percent(axpy):
 def test_launch_bound_workload_reports_graph_time(axpy):
     ev = _eval(axpy, AXPY / "solutions" / "torch_ok.py", workloads=["axpy-small"], baselines=())
     w = ev.workloads[0]
-    assert w.graph_ms is not None and 0 < w.graph_ms <= w.time_ms * 1.5, w.graph_error
+    # the graph replay is timed by events: compare it with the event time of the same calls
+    assert w.graph_ms is not None and 0 < w.graph_ms <= (w.event_time_ms or w.time_ms) * 1.5, w.graph_error
+
+
+def test_kernel_time_comes_from_cupti_records(axpy):
+    """A launch-bound call is timed by its kernels' own CUPTI records: below its event interval by the events'
+    overhead (about 2 us on the H200), not more; with the event clock asked for, the events time it."""
+    from solbench.evaluate.timing import TimingConfig
+
+    ev = _eval(axpy, AXPY / "solutions" / "torch_ok.py", workloads=["axpy-small"], baselines=())
+    w = ev.workloads[0]
+    assert w.verdict == "passed", w
+    assert w.timing_method == "cupti", (w.timing_method, w.timing_notes)
+    assert w.event_time_ms is not None and 0 < w.event_time_ms - w.time_ms < 0.005, (w.time_ms, w.event_time_ms)
+    assert w.clock_fell_back <= w.n_samples // 10 and w.stray_records == 0
+    ev2 = _eval(axpy, AXPY / "solutions" / "torch_ok.py", workloads=["axpy-small"], baselines=(),
+                timing=TimingConfig(clock="cuda_events"))
+    assert ev2.workloads[0].timing_method == "cuda_events"
+    assert ev2.workloads[0].time_ms > w.time_ms
 
 
 def test_side_stream_work_is_not_hidden(axpy):
@@ -224,3 +242,26 @@ def test_each_solution_has_its_own_triton_cache(axpy):
            "    return torch.add(y, x, alpha=alpha) if own else x\n")
     ev = evaluate(axpy, inline_solution(axpy, "cache_dir", src), EvalOptions(device="cuda", baselines=(), workloads=["axpy-small"], time_candidate=False))
     assert ev.verdict == "passed", ev.workloads[0].message
+
+
+def test_a_hang_costs_one_limit_on_the_gpu(tmp_path):
+    """A solution that never returns, on a problem of two GPU workloads, with the default limit (``limits``): the
+    first workload times out at its limit and the second is not run, so the evaluation costs one limit."""
+    import time
+
+    from solbench.evaluate import limits
+    from solbench.problems.problem import load_problem
+
+    problem = load_problem(Path(__file__).parent / "exploits" / "problem_silu")
+    hang = tmp_path / "hang.py"
+    hang.write_text("import time\n\n\ndef run(x):\n    while True:\n        time.sleep(0.05)\n")
+    t0 = time.perf_counter()
+    ev = evaluate(problem, load_solution(hang, problem.name), EvalOptions(device="cuda", baselines=(),
+                                                                          static_checks=False))
+    took = time.perf_counter() - t0
+    assert [w.verdict for w in ev.workloads] == ["timeout", "timeout"]
+    assert ev.workloads[1].reasons == ["not_run_after_timeout"]
+    start = ev.environment.get("worker_ready_s") or 0.0
+    limit = ev.workloads[0].limit_s
+    assert limit is not None and limits.COMPILE_ALLOWANCE_S <= limit < 60  # the reference takes milliseconds
+    assert took < limit + start + 5, (took, limit, start)

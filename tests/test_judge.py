@@ -21,9 +21,32 @@ def test_scored_between_baseline_and_sol(axpy):
     assert abs(w.sol_score - 1 / (1 + 1.5 / 3.0)) < 1e-9
 
 
-def test_time_below_sol_is_a_reward_hack(axpy):
+def test_time_below_sol_is_left_unscored_not_accused(axpy):
+    """Under T_SOL but above the hard floor, the bound may over-count (our defect) or the time be forged: the
+    workload passes, unscored and flagged, so the evaluation has no score to gain and no one is accused."""
     w = judge(axpy, samples_ms=[0.5] * 20, wall_ms=[0.6] * 3)
-    assert w.verdict == "reward_hack" and "below_sol" in w.reasons and w.sol_score == 0.0
+    assert w.verdict == "passed" and {"below_sol", "bound_suspect"} <= set(w.warnings)
+    assert w.sol_score is None and "bound" in w.message
+    from solbench import scoring
+
+    assert scoring.aggregate([w]) is None
+
+
+def test_time_below_the_hard_floor_is_a_reward_hack(axpy):
+    # under the latency floor no call can run, whatever the bound counts
+    floor = CEIL.model_copy(update={"launch_floor_s": 0.8e-3})
+    w = _judge(axpy, "axpy-small", {"uuid": "axpy-small", "verdict": "passed", "reasons": [],
+                                    "timing_method": "cupti", "samples_ms": [0.5] * 20, "wall_ms": [0.6] * 3},
+               BASE, WORK, floor, None)
+    assert w.verdict == "reward_hack" and "below_floor" in w.reasons and w.sol_score == 0.0
+
+
+def test_the_hard_floor_counts_output_writes_beyond_the_cache(axpy):
+    from solbench.evaluate.judgement import hard_floor_ms
+
+    axes = {"N": 1 << 28}  # 1 GiB of fp32 output
+    assert hard_floor_ms(axpy, axes, CEIL, 60 << 20) == (((1 << 30) - (60 << 20)) / 1e12) * 1e3
+    assert hard_floor_ms(axpy, {"N": 1000}, CEIL, 60 << 20) == 0.0
 
 
 def test_wall_time_far_above_event_time_is_hidden_work(axpy):

@@ -13,7 +13,8 @@ from solbench.problems.problem import Problem
 
 BASELINE_LABEL = {"eager": "eager", "compile": "compile", "baseline_file": "baseline.py"}
 #: the files whose change makes every cached baseline stale (they judge or time a baseline)
-_DIGESTED = ("worker.py", "judging.py", "subjects.py", "measure.py", "correctness.py", "timing.py", "stats.py")
+_DIGESTED = ("worker.py", "judging.py", "subjects.py", "measure.py", "correctness.py", "timing.py", "kernel_clock.py",
+             "stats.py")
 
 
 def default_baselines(problem: Problem, device: str) -> tuple[str, ...]:

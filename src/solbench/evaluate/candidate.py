@@ -333,6 +333,11 @@ class Candidate:
             else:
                 r = timing.round_cpu(timed_call, kinds, cfg, check=check, after=after, prepare=slots.prepare)
             self.sync()
+        except language.ProfilerTampered as exc:
+            codes, digest = self.checked()
+            print(f"solbench: timing: {exc}", file=sys.stderr, flush=True)
+            self.chan.send(type="timed", codes=codes + ["profiler_tamper"], harness=digest)
+            return
         except ResultRefused:
             codes, digest = self.checked()
             print(f"solbench: a timed call's result was refused: {refused[0]}", file=sys.stderr, flush=True)
@@ -346,7 +351,8 @@ class Candidate:
         if l2_guarded and self.l2.set_aside_bytes():
             codes.append("persisting_l2")  # a set-aside made during timing keeps data through the flush
         self.chan.send(type="timed", samples_ms=r.samples_ms, wall_ms=r.wall_ms, wall_event_ms=r.wall_event_ms,
-                       unjoined_ms=r.unjoined_ms, l2_guarded=l2_guarded, t_begin=t_begin, t_end=t_end,
+                       unjoined_ms=r.unjoined_ms, event_ms=r.event_ms, method=r.method, clock_note=r.clock_note,
+                       stray=r.stray, l2_guarded=l2_guarded, t_begin=t_begin, t_end=t_end,
                        codes=codes, harness=digest)
 
     def graph(self, msg: dict[str, Any]) -> None:

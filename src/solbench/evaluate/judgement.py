@@ -27,8 +27,27 @@ def hack(res: WorkloadResult, code: str, message: str) -> None:
         res.reasons.append(code)
 
 
+def hard_floor_ms(problem: Problem, axes: dict[str, int], datasheet: Ceilings, llc_bytes: int | None) -> float:
+    """What no honest call can beat whatever the counted work: the latency floor, and writing the fresh outputs
+    (every element is checked to be there) beyond what the last-level cache could hold back, at the datasheet's
+    DRAM bandwidth. Unknown cache size: the largest known (256 MB)."""
+    from solbench.problems.inputs import torch_dtype
+
+    d = problem.definition
+    out_bytes = 0
+    for _, spec in d.outputs.items():
+        shape = d.shape_of(spec, axes) or ()
+        n = 1
+        for s in shape:
+            n *= int(s)
+        out_bytes += n * torch_dtype(spec.dtype).itemsize
+    llc = llc_bytes if llc_bytes is not None else 256 << 20
+    return max(datasheet.launch_floor_s, max(0, out_bytes - llc) / datasheet.dram_bytes_per_s) * 1e3
+
+
 def judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str, dict[str, dict[str, Any]]],
-           work: Work | str | None, datasheet: Ceilings, calibrated: Ceilings | None) -> WorkloadResult:
+          work: Work | str | None, datasheet: Ceilings, calibrated: Ceilings | None,
+          llc_bytes: int | None = None) -> WorkloadResult:
     w = problem.workload(uuid)
     r = r or {"verdict": "runtime_error", "reasons": ["no_result"]}
     res = WorkloadResult(uuid=uuid, label=w.label, axes=problem.definition.resolve_axes(w.axes),
@@ -41,7 +60,11 @@ def judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str,
                          clocks=r.get("clocks") or [], wall_ms=r.get("wall_ms") or [],
                          wall_event_ms=r.get("wall_event_ms") or [],
                          dsl_share=r.get("dsl_share"), rechecked=r.get("rechecked"),
-                         timed_calls=r.get("timed_calls"))
+                         timed_calls=r.get("timed_calls"), timing_notes=list(r.get("clock_notes") or []),
+                         stray_records=int(r.get("stray_records") or 0),
+                         clock_fell_back=int(r.get("clock_fell_back") or 0),
+                         phases={k: v for k, v in (r.get("phases") or {}).items() if isinstance(v, (int, float))},
+                         limit_s=r.get("limit_s") if isinstance(r.get("limit_s"), (int, float)) else None)
     res.warnings.extend(w for w in (r.get("warnings") or []) if w in WORKER_WARNINGS)
     if res.verdict == "passed" and not res.reasons:
         res.reasons = []
@@ -55,7 +78,12 @@ def judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str,
         # every timing defence adds its reason code, also to a verdict another defence already made reward_hack,
         # so a result names each pattern detected
         judged = res.verdict in ("passed", "reward_hack")
-        if res.wall_ms and judged and r.get("timing_method") == "cuda_events":
+        events = [x for x in (r.get("event_ms") or []) if isinstance(x, (int, float))]
+        if r.get("timing_method") == "cupti" and events:
+            res.event_time_ms = summarize(events).median
+        elif r.get("timing_method") == "cuda_events" and res.timing_notes:
+            res.warnings.append("timing_fallback")  # CUPTI was meant but could not time this workload
+        if res.wall_ms and judged and r.get("timing_method") in ("cuda_events", "cupti"):
             # synchronised wall time far above the event time of the same calls: work ran where the events did
             # not see it (0 of 164 honest suite measurements on the H200 came near this threshold). The samples
             # are taken with the stream held, so they leave out the host's launch time, which wall time keeps:
@@ -113,17 +141,30 @@ def judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str,
             res.calibrated_sol_ms = sol_time(work, calibrated).sol_ms
     elif isinstance(work, str):
         res.warnings.append("no_sol_bound")
-    # physics floor: under a true lower bound, a faster time means the measurement was fooled
-    if res.verdict in ("passed", "reward_hack") and res.time_ms is not None and res.sol_ms and res.time_ms < res.sol_ms:
-        hack(res, "below_sol", f"{res.time_ms:.4g} ms is below the speed-of-light bound {res.sol_ms:.4g} ms")
+    # physics floor. Under the hard floor (latency, the outputs' own writes) a time is impossible: the measurement
+    # was fooled. Between it and T_SOL either the bound over-counts (our defect) or the time is forged: the
+    # workload passes but is left unscored, flagged for the bound's review (``bound_suspect``), so neither an
+    # honest kernel is accused nor a forged time rewarded (docs/SECURITY.md)
+    below = res.time_ms is not None and res.sol_ms and res.time_ms < res.sol_ms
+    if below and res.verdict in ("passed", "reward_hack"):
+        hard = hard_floor_ms(problem, res.axes, datasheet, llc_bytes)
+        if res.time_ms < hard:
+            hack(res, "below_floor", f"{res.time_ms:.4g} ms is below what any call takes here ({hard:.4g} ms: the "
+                                     "latency floor and the outputs' own writes)")
+        elif res.verdict == "reward_hack":
+            res.reasons.append("below_sol")
+        else:
+            res.warnings += ["below_sol", "bound_suspect"]
+            res.message = res.message or (f"{res.time_ms:.4g} ms is below the speed-of-light bound "
+                                          f"{res.sol_ms:.4g} ms: left unscored until the bound is reviewed")
     # scores
     correct = res.verdict == "passed"
     if res.verdict in INCORRECT:
         res.sol_score = 0.0
-    elif correct and not res.interpreted:
+    elif correct and not res.interpreted and "bound_suspect" not in res.warnings:
         score = scoring.sol_score(res.time_ms, res.baseline_ms, res.sol_ms, True)
         res.sol_score = score.value
-        res.warnings.extend(score.flags)
+        res.warnings.extend(f for f in score.flags if f not in res.warnings)
     if res.time_ms and res.eager_ms:
         res.speedup_vs_eager = res.eager_ms / res.time_ms
     if res.time_ms and res.baseline_ms:

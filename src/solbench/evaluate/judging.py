@@ -16,11 +16,14 @@ import random
 from typing import Any
 
 from solbench.evaluate.calls import short_traceback
+from solbench.evaluate.limits import workload_limit
 from solbench.evaluate.subjects import Called, LocalSubject
 
 #: the DSL kernels' share of the profiled call's device time under which the verdict is reward_hack (under 0.5
 #: it is a warning, dsl_share_low)
 MIN_DSL_SHARE = 0.25
+#: the draw number of the reference call that sets a workload's time limit (``limits``), apart from the others
+LIMIT_DRAW = 999_999
 #: elements of the outputs the interpreter saw the DSL kernels store, as a share of the output elements the call
 #: produced, under which the kernels account only for a token part of the output
 MIN_DSL_STORES = 0.5
@@ -68,8 +71,28 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
     secret = random.Random(f"{job.get('seed')}:{uuid}:proof")
     ghost_draw = secret.randrange(draws)  # which draw the ghost replay repeats: not always the same call
 
+    ph = ctx.phases
+
     def inputs(seed: int) -> list[Any]:
-        return make_inputs(definition, w, seed, dev, ctx.problem.directory, ctx.custom)
+        with ph("inputs"):
+            return make_inputs(definition, w, seed, dev, ctx.problem.directory, ctx.custom)
+
+    def call(given: list[Any], **kw) -> Called:
+        with ph("calls"):
+            return subject.call(given, axes, **kw)
+
+    def reference_of(given: list[Any]):
+        with ph("reference"):
+            return ctx.reference_of(given)
+
+    def reference_seconds() -> float | None:
+        """One reference call's wall time on a draw of its own: the scale of the workload's time limit."""
+        given = inputs(ctx.seed_for(uuid, LIMIT_DRAW))
+        with ph("limit"):
+            try:
+                return ctx.time_reference(given)
+            except Exception:  # the reference's failure is judged on the first draw
+                return None
 
     def fail(verdict: str, reasons: list[str], message: str | None, **extra) -> None:
         result.update(verdict=verdict, reasons=sorted(set(reasons)), message=message, **extra)
@@ -96,15 +119,16 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
 
     def check(got: list[Any], given: list[Any], ref: list[Any], anchor: list[Any]):
         named = dict(zip(input_names, given))
-        return accept_alternative(compare(got, ref, anchor, names, dtypes, tols, modes, named), ctx.accept, named,
-                                  got, ref, dtypes)
+        with ph("compare"):
+            return accept_alternative(compare(got, ref, anchor, names, dtypes, tols, modes, named), ctx.accept,
+                                      named, got, ref, dtypes)
 
     def before_of(given: list[Any]) -> list[Any]:
         """Each output's value before the call: None for a fresh output, the pristine input for an in-place one."""
         return [None] * len(out_specs) + [given[input_names.index(n)] for n in inplace]
 
     def recheck(got: list[Any], given: list[Any], after: list[Any]) -> tuple[str, str] | None:
-        ref, anchor = ctx.reference_of(given)
+        ref, anchor = reference_of(given)
         verdict = check(got, given, ref, anchor)
         if not verdict.ok:
             return "output_recheck", str(verdict.reason)
@@ -116,10 +140,10 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
     def checked_again(seed: int):
         """The inputs of ``seed`` once more, as a checked call: its verdict, or None after a verdict update."""
         base = inputs(seed)
-        got = judged(base, subject.call(base, axes), "a re-run of a call's inputs")
+        got = judged(base, call(base), "a re-run of a call's inputs")
         if got is None:
             return None
-        ref, anchor = ctx.reference_of(base)
+        ref, anchor = reference_of(base)
         return check(got, base, ref, anchor)
 
     def relabel(timed) -> None:
@@ -146,12 +170,15 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
 
     try:
         subject.begin(uuid, ctx.reference)
+        if untrusted:
+            result["limit_s"] = workload_limit(reference_seconds(), job.get("workload_timeout_s"))
+            subject.limit(result["limit_s"])
         # ---- correctness over fresh draws: the candidate runs before the reference ---------------------
         for d in range(draws):
             seed = ctx.seed_for(uuid, d)
             base = inputs(seed)
             profiled = d == 0 and subject.is_dsl and untrusted and ctx.profiled(uuid)
-            first = subject.call(base, axes, profile=profiled)
+            first = call(base, profile=profiled)
             got = judged(base, first, f"draw {d}")
             if got is None:
                 break
@@ -165,14 +192,18 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
                          f"time (at least {MIN_DSL_SHARE:.0%} is required); the longest kernels were {first.kernels}")
                     break
             try:
-                ref, anchor = ctx.reference_of(base)
+                ref, anchor = reference_of(base)
+                unfit = ctx.reference_unfit(base, ref, anchor, check) if d == 0 and untrusted else None
             except Exception as exc:
                 fail("invalid_reference", ["reference_failed"], short_traceback(exc))
+                break
+            if unfit:
+                fail("invalid_reference", [unfit[0]], unfit[1])
                 break
             verdict = check(got, base, ref, anchor)
             if untrusted and d == 0:
                 # a second call must agree: an output left over from earlier memory, or a lazy one, shows here
-                again = judged(base, subject.call(base, axes), "the repeat call")
+                again = judged(base, call(base), "the repeat call")
                 if again is None:
                     break
                 verdict2 = check(again, base, ref, anchor)
@@ -192,7 +223,7 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
                     break
             if subject.is_dsl and untrusted and verdict.ok and d == ghost_draw:
                 # ghost replay: with the DSL kernels as no-ops the output must not come out the same
-                shot = subject.call(base, axes, mode="ghost")
+                shot = call(base, mode="ghost")
                 share = None
                 if shot.failed is None and shot.outputs is not None and not shot.codes:
                     share = ghost.reproduced_share(got, ctx.with_inplace(shot.outputs, shot.inputs_after),
@@ -215,7 +246,8 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
             del got, ref, anchor, base
         # ---- timing ----------------------------------------------------------------------------------------
         if result["verdict"] == "passed" and job.get("time", True) and not subject.interpreted:
-            timed = subject.time(uuid, axes, ctx.timing, inputs, recheck)
+            with ph("timing"):
+                timed = subject.time(uuid, axes, ctx.timing, inputs, recheck)
             if timed.failed:
                 result.update(timed.failed)
                 result["lost"] = timed.lost and not untrusted
@@ -229,7 +261,8 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
                 result.update(samples_ms=t.samples_ms, wall_ms=t.wall_ms, wall_event_ms=t.wall_event_ms,
                               graph_ms=t.graph_ms, graph_error=t.graph_error, clocks=t.clocks,
                               timing_method=t.method, unjoined_ms=t.unjoined_ms, timed_calls=t.calls,
-                              rechecked=timed.rechecked)
+                              rechecked=timed.rechecked, event_ms=t.event_ms, clock_notes=t.clock_notes[:3],
+                              stray_records=t.stray, clock_fell_back=t.fell_back)
     except torch.OutOfMemoryError:
         fail("runtime_error", ["out_of_memory"], None)
     except Exception as exc:
@@ -244,6 +277,7 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
         result["peak_memory_bytes"] = max(peaks)
     if warnings:
         result["warnings"] = sorted(set(warnings))
+    result["phases"] = ph.take()
     if isinstance(subject, LocalSubject) and dev.type == "cuda":
         from solbench.evaluate.calls import cuda_healthy
 

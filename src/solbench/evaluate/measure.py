@@ -73,6 +73,7 @@ def measure(run: RunRound, cfg: TimingConfig, cuda: bool, capacity: int,
             spent += took
             per_call = took / len(kinds)
         first = False
+    timing.settle_clock()
     s = summarize(timing.samples_ms)
     launch_bound = s is not None and (s.median < cfg.graph_below_ms or s.iqr > 0.1 * s.median)
     if cuda and graph is not None and (want_graph or (want_graph is None and launch_bound)):

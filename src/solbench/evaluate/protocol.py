@@ -56,6 +56,10 @@ class Timed(_Reply):
     wall_ms: list[float] = Field(default_factory=list)
     wall_event_ms: list[float] = Field(default_factory=list)
     unjoined_ms: list[float] = Field(default_factory=list)
+    event_ms: list[float] = Field(default_factory=list)
+    method: Literal["cupti", "cuda_events", "wall_clock"] = "cuda_events"
+    clock_note: str | None = Field(default=None, max_length=400)
+    stray: int = Field(default=0, ge=0)
     l2_guarded: bool = False
     t_begin: float | None = None
     t_end: float | None = None

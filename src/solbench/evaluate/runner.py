@@ -25,7 +25,9 @@ from solbench import scoring
 from solbench.analysis.roofline import Work, count_work
 from solbench.evaluate import trusted
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
+from solbench.evaluate.footprint import too_large
 from solbench.evaluate.judgement import judge
+from solbench.evaluate.phases import Phases
 from solbench.evaluate.sandbox import namespaces_available  # noqa: F401  (re-exported)
 from solbench.evaluate.timing import TimingConfig
 from solbench.evaluate.verdict import Evaluation, WorkloadResult, worst
@@ -46,7 +48,9 @@ class EvalOptions:
     seed: int | None = None
     timing: TimingConfig = field(default_factory=TimingConfig)
     startup_timeout_s: float = 180.0  # process start + import + build of the solution
-    workload_timeout_s: float = 120.0  # per workload: checks + timing (first compile included)
+    #: per workload: checks + timing, first compile included; None: the limit follows the work (``limits``)
+    workload_timeout_s: float | None = None
+    run_after_timeout: bool = False  # run a solution's remaining workloads after it exceeded a limit
     baselines: tuple[str, ...] | None = None  # None: eager + baseline.py, and compile on the GPU
     use_baseline_cache: bool = True
     time_candidate: bool = True
@@ -161,6 +165,7 @@ def _job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int
         "cpu_threads": opts.cpu_threads,
         "startup_timeout_s": opts.startup_timeout_s,
         "workload_timeout_s": opts.workload_timeout_s,
+        "run_after_timeout": opts.run_after_timeout,
         # held-out workloads exist only for this run: the worker learns them from the job, not from disk
         "extra_workloads": [w.model_dump() for w in problem.workloads if w.uuid.startswith(HELDOUT_PREFIX)],
     }
@@ -205,13 +210,16 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         problem = dataclasses.replace(problem, workloads=list(problem.workloads) + extra)
         opts = dataclasses.replace(opts, workloads=public + [w.uuid for w in extra])
     uuids = _select_workloads(problem, opts)
-    findings = static_findings(problem, solution, language.name) if opts.static_checks else []
+    ph = Phases()
+    with ph("static_scan"):
+        findings = static_findings(problem, solution, language.name) if opts.static_checks else []
     if any(f.severity == "reject" for f in findings):
         return _rejected_statically(problem, solution, language.name, opts, uuids, findings, seed, started_wall, t0,
                                     store, run_id)
     workdir = Path(tempfile.mkdtemp(prefix="solbench-"))
     try:
-        staged = stage_solution(solution, workdir)
+        with ph("stage"):
+            staged = stage_solution(solution, workdir)
         subject = {"kind": "solution", "staged": str(staged), "language": language.name,
                    "entry_file": solution.spec.entry_file, "function": solution.spec.entry_function,
                    "dps": solution.spec.destination_passing_style}
@@ -220,13 +228,16 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         private = workdir / "tmp"
         private.mkdir()
         carried = cache_root() / "triton" / solution.digest()
-        _carry_cache(carried, private / "triton")
+        with ph("stage"):
+            _carry_cache(carried, private / "triton")
         candidate_env = {"TMPDIR": str(private), "HOME": str(private), "TRITON_CACHE_DIR": str(private / "triton"),
                          "TORCHINDUCTOR_CACHE_DIR": str(private / "inductor"),
                          "SOLBENCH_CPU_THREADS": str(opts.cpu_threads)}
         if opts.progress:
             opts.progress(f"{problem.name}: {solution.name} on {len(uuids)} workload(s)")
-        cand_job = _job(problem, [subject], [(0, u) for u in uuids], opts, seed)
+        refused = too_large(problem, uuids, opts.device)  # judged here they would get the worker killed
+        runnable = [u for u in uuids if u not in refused]
+        cand_job = _job(problem, [subject], [(0, u) for u in runnable], opts, seed)
         cand_job["workdir"] = str(workdir)
         cand_job["sandbox"] = dict(sandbox_view(store, opts.device), env=trusted.child_env(candidate_env), private=str(private),
                                    mode=opts.sandbox, max_file_bytes=opts.max_file_bytes,
@@ -235,10 +246,13 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=1) as pool:
-            analysis = pool.submit(analyse, problem, uuids)
-            cand = trusted.run_worker(cand_job, opts.startup_timeout_s, opts.workload_timeout_s, workdir)
-            work = analysis.result()
-        _carry_cache(private / "triton", carried)
+            analysis = pool.submit(_timed, analyse, problem, uuids)
+            with ph("worker"):
+                cand = trusted.run_worker(cand_job, opts.startup_timeout_s, opts.workload_timeout_s, workdir)
+            work, analysis_s = analysis.result()
+        ph.add("analysis", analysis_s)  # in a thread of its own, while the worker ran
+        with ph("stage"):
+            _carry_cache(private / "triton", carried)
         env = dict(cand.environment or {"device": opts.device})
         env["sandbox"] = cand.sandbox or ("namespaces" if (opts.sandbox == "auto" and namespaces_available())
                                           else "rlimits")
@@ -256,15 +270,19 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
             return trusted.run_worker(_job(problem, subjects, pairs, opts, seed), opts.startup_timeout_s,
                                       opts.workload_timeout_s, workdir)
 
-        base = measure_baselines(problem, uuids, kinds, opts.device, opts.timing.hold, env, run_baselines, store,
-                                 opts.use_baseline_cache, opts.progress) if uuids else {}
+        with ph("baselines"):
+            base = measure_baselines(problem, runnable, kinds, opts.device, opts.timing.hold, env, run_baselines,
+                                     store, opts.use_baseline_cache, opts.progress) if runnable else {}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     datasheet = opts.hardware.ceilings(scale_to_max_clock=True)
     results: list[WorkloadResult] = []
-    for uuid in uuids:
-        results.append(judge(problem, uuid, cand.results.get((0, uuid)), base, work.get(uuid), datasheet,
-                             opts.calibrated))
+    with ph("judge"):
+        for uuid in uuids:
+            r = cand.results.get((0, uuid)) if uuid not in refused else {
+                "verdict": "unsupported", "reasons": ["too_large_for_device"], "message": refused[uuid]}
+            results.append(judge(problem, uuid, r, base, work.get(uuid), datasheet,
+                                 opts.calibrated, int(opts.hardware.llc_bytes.value)))
     verdicts = [r.verdict for r in results]
     ev = Evaluation(
         problem=problem.name, problem_dir=str(problem.directory), problem_digest=problem.digest(),
@@ -288,10 +306,24 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
             v = scoring.fast_p([r.speedup_vs_baseline for r in timed], correct, p)
             if v is not None:
                 ev.fast_p[f"fast_{p:g}"] = v
+    ph.merge(cand.phases)
+    if cand.ready_s is not None:  # the trusted worker's own start, where this job started it
+        ph.add("worker_start", max(0.0, cand.ready_s - cand.phases.get("candidate_start", 0.0)))
+    for r in results:
+        ph.merge(r.phases)
+    ev.phases = ph.take()
     ev.elapsed_s = time.perf_counter() - t0
     if store is not None:
+        t_store = time.perf_counter()
         store.add_evaluation(ev, solution.model_dump_json(), run_id)
+        ev.phases["store"] = round(time.perf_counter() - t_store, 6)
     return ev
+
+
+def _timed(fn, *args):
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
 
 
 def static_findings(problem: Problem, solution: Solution, language: str) -> list:

@@ -150,6 +150,8 @@ class RemoteSubject:
         self.harness: str | None = None  # the digest of the candidate's harness snapshot taken before its import
         self.import_codes: list[str] = []
         self.log_path = ctx.workdir / "candidate.log"
+        self.timed_out = False  # a request of this subject ran out of its workload's limit
+        self.deadline: float | None = None  # monotonic time the current workload's limit ends (``limits``)
 
     # the process --------------------------------------------------------------------------------------
     def start(self) -> str | None:
@@ -203,8 +205,18 @@ class RemoteSubject:
     def begin(self, uuid: str, reference: Callable) -> None:
         pass
 
+    def limit(self, seconds: float) -> None:
+        """The current workload's time limit starts now: every request gets what is left of it."""
+        self.deadline = time.monotonic() + seconds
+
+    def _left_s(self) -> float:
+        if self.deadline is None:
+            return float(self.ctx.job.get("workload_timeout_s") or 120)
+        return max(0.5, self.deadline - time.monotonic())
+
     def end(self) -> None:
         self._drop_arena()
+        self.deadline = None
 
     def _drop_arena(self) -> None:
         if self.arena is not None:
@@ -237,12 +249,14 @@ class RemoteSubject:
                 return None, {"verdict": "runtime_error", "reasons": ["restart_failed"], "message": error}
         msg = dict(msg, arena_id=self.arena_id, arena=self.arena.handle, nonce=protocol.nonce())
         try:
-            raw, alone = self.proc.request(msg, float(self.ctx.job.get("workload_timeout_s", 120)))
+            raw, alone = self.proc.request(msg, self._left_s())
         except CandidateGone as gone:
             self.stop()
             self.restarts += 1
             if gone.why == "timeout":
-                return None, {"verdict": "timeout", "reasons": ["timeout"], "message": gone.detail}
+                self.timed_out = True
+                return None, {"verdict": "timeout", "reasons": ["timeout"],
+                              "message": f"{gone.detail} (the workload's time limit)"}
             return None, {"verdict": "runtime_error", "reasons": ["crash"], "message": gone.detail}
         try:
             reply = protocol.accept(raw, expected, msg["nonce"], alone)

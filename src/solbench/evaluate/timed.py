@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from solbench.evaluate import ring as ring_mod
 from solbench.evaluate.arena import nbytes_for, nbytes_of
+from solbench.evaluate.kernel_clock import believed
 from solbench.evaluate.measure import measure
 from solbench.evaluate.subjects import Rejected, Timed, picks, secret_rng
 from solbench.evaluate.timing import Round, clock_snapshot
@@ -51,7 +52,9 @@ def _forgery(reply, kinds: list[str], sent: float, received: float) -> str | Non
                 f"and {len(reply.wall_ms)} wall times")
     if reply.unjoined_ms and len(reply.unjoined_ms) != held:
         return "a stream mark per sample was expected"
-    for xs in (reply.samples_ms, reply.wall_ms, reply.wall_event_ms):
+    if reply.method == "cupti" and len(reply.event_ms) != held:
+        return "kernel spans were reported without the event interval of each sample"
+    for xs in (reply.samples_ms, reply.wall_ms, reply.wall_event_ms, reply.event_ms):
         if any(not math.isfinite(x) or x < 0 for x in xs):
             return "a negative, infinite or NaN time"
     if any(e > w * 1.02 + 0.05 for e, w in zip(reply.wall_event_ms, reply.wall_ms)):
@@ -63,7 +66,7 @@ def _forgery(reply, kinds: list[str], sent: float, received: float) -> str | Non
         return (f"timestamps [{begin:.3f}, {end:.3f}] lie outside the trusted side's window "
                 f"[{sent:.3f}, {received:.3f}]")
     spent_ms = (end - begin) * 1e3
-    total = sum(reply.samples_ms) + sum(reply.wall_ms)
+    total = sum(reply.event_ms or reply.samples_ms) + sum(reply.wall_ms)
     if total > spent_ms * 1.02 + 1.0:
         return f"samples add up to {total:.1f} ms but the round lasted {spent_ms:.1f} ms"
     return None
@@ -95,13 +98,17 @@ def time_remote(sub, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int],
         return {"layout": layout.describe(), "values": tr.round_spec(), "timing": cfg.__dict__, "llc_bytes": llc,
                 "max_sm_clock_mhz": (first or {}).get("max_sm_clock_mhz")}
 
+    ph = ctx.phases
+
     def run(kinds: list[str]) -> Round:
         seeds = [ctx.seed_for(uuid, next(draws)) for _ in kinds]
-        tr.fill(seeds)
-        sub._settle()
-        sent = time.monotonic()
-        reply, gone = sub._exchange(dict(base_msg(), op="time", kinds=kinds), "timed")
-        received = time.monotonic()
+        with ph("timing.fill"):
+            tr.fill(seeds)
+            sub._settle()
+        with ph("timing.rounds"):
+            sent = time.monotonic()
+            reply, gone = sub._exchange(dict(base_msg(), op="time", kinds=kinds), "timed")
+            received = time.monotonic()
         if gone:
             if gone["verdict"] == "reward_hack":
                 raise Rejected(gone["reasons"], gone.get("message") or "")
@@ -124,16 +131,25 @@ def time_remote(sub, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int],
                                                "in its slot", failure={"draw": "timed", "seed": seeds[missing[0]]})
         for k in picks(rng, timed_calls, cuda):
             after = tr.inputs_after(k)
-            bad = recheck(tr.outputs_of(k) + [after[i] for i in inplace], tr.pristine[k], after)
+            with ph("timing.recheck"):
+                bad = recheck(tr.outputs_of(k) + [after[i] for i in inplace], tr.pristine[k], after)
             rechecked[0] += 1
             if bad:
                 raise Rejected([bad[0]], f"timed call re-checked: {bad[1]}", failure={"draw": "timed",
                                                                                       "seed": seeds[k]})
-        return Round(samples_ms=list(reply.samples_ms), wall_ms=list(reply.wall_ms),
-                     wall_event_ms=list(reply.wall_event_ms), unjoined_ms=list(reply.unjoined_ms))
+        samples, fell = list(reply.samples_ms), 0
+        if reply.method == "cupti":  # the span is believed only as far below the event interval as it may be
+            samples, fell = believed(samples, list(reply.event_ms))
+        expected = "wall_clock" if not cuda else ("cupti", "cuda_events")
+        if reply.method not in expected:
+            raise Rejected(["result_forgery"], f"a round timed by {reply.method} on {ctx.dev.type}")
+        return Round(samples_ms=samples, wall_ms=list(reply.wall_ms), wall_event_ms=list(reply.wall_event_ms),
+                     unjoined_ms=list(reply.unjoined_ms), event_ms=list(reply.event_ms), method=reply.method,
+                     clock_note=reply.clock_note, stray=reply.stray, fell_back=fell)
 
     def graph() -> float | None:
-        reply, gone = sub._exchange(dict(base_msg(), op="graph", slot=0), "graphed")
+        with ph("timing.graph"):
+            reply, gone = sub._exchange(dict(base_msg(), op="graph", slot=0), "graphed")
         if gone or reply.failed or reply.codes:
             raise RuntimeError((gone or {}).get("message") or "the graph timing failed")
         if reply.graph_error:

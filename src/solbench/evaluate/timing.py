@@ -47,6 +47,10 @@ class TimingConfig:
     hold: bool = True
     max_hold_s: float = 0.02  # a call whose host side takes longer than this is timed with its host time
     wall_calls: int = 3
+    #: what a held sample is: "cupti", the span of the call's own device records (``kernel_clock``), or
+    #: "cuda_events", the interval between events queued before and after it (about 2 us more on the H200); a
+    #: round where CUPTI cannot be used or its records cannot be placed keeps its event times
+    clock: str = "cupti"
 
 
 @dataclass
@@ -60,6 +64,12 @@ class Round:
     wall_event_ms: list[float] = field(default_factory=list)
     #: per held sample, how long work on other streams ran past the end event (only with a ``tails`` hook)
     unjoined_ms: list[float] = field(default_factory=list)
+    #: with the CUPTI clock: the held samples' event intervals (``samples_ms`` are then the kernel spans)
+    event_ms: list[float] = field(default_factory=list)
+    method: str = "cuda_events"
+    clock_note: str | None = None  # why a round meant for CUPTI kept its event times
+    stray: int = 0  # device records of the solution's launched outside its calls (counted in their time)
+    fell_back: int = 0  # CUPTI samples timed by their event interval (``kernel_clock.believed``)
 
 
 @dataclass
@@ -73,6 +83,11 @@ class Timing:
     unjoined_ms: list[float] = field(default_factory=list)
     wall_event_ms: list[float] = field(default_factory=list)
     calls: int = 0  # every call the timing made, warm-up included
+    event_ms: list[float] = field(default_factory=list)
+    clock_notes: list[str] = field(default_factory=list)
+    stray: int = 0
+    fell_back: int = 0
+    rounds_by_clock: dict[str, int] = field(default_factory=dict)
 
     @property
     def median_ms(self) -> float | None:
@@ -84,6 +99,22 @@ class Timing:
         self.wall_ms += r.wall_ms
         self.wall_event_ms += r.wall_event_ms
         self.unjoined_ms += r.unjoined_ms
+        self.event_ms += r.event_ms or r.samples_ms
+        self.stray += r.stray
+        self.fell_back += r.fell_back
+        if r.samples_ms:
+            self.rounds_by_clock[r.method] = self.rounds_by_clock.get(r.method, 0) + 1
+        if r.clock_note:
+            self.clock_notes.append(r.clock_note)
+
+    def settle_clock(self) -> None:
+        """One clock for every sample: the kernel spans where every round had them, else the event times."""
+        clocks = set(self.rounds_by_clock)
+        if clocks in ({"cupti"}, {"wall_clock"}):
+            self.method = clocks.pop()
+        elif clocks:
+            self.method = "cuda_events"
+            self.samples_ms = list(self.event_ms)
 
 
 class Flusher:
@@ -151,8 +182,21 @@ def round_cuda(call: Call, kinds: list[str], flusher: Flusher, cfg: TimingConfig
     check = check or _nothing
     after = after or _nothing
     prepare = prepare or _nothing
-    sync = torch.cuda.synchronize
     out = Round()
+    clock = _KernelClock(cfg) if "held" in kinds else None
+    try:
+        _run_round(call, kinds, flusher, cfg, hold, tails, check, after, prepare, out, clock)
+    except BaseException:
+        if clock is not None:
+            clock.abort()
+        raise
+    if clock is not None:
+        clock.finish(out)
+    return out
+
+
+def _run_round(call, kinds, flusher, cfg, hold, tails, check, after, prepare, out: Round, clock) -> None:
+    sync = torch.cuda.synchronize
     k = 0
     while k < len(kinds):
         kind = kinds[k]
@@ -186,20 +230,27 @@ def round_cuda(call: Call, kinds: list[str], flusher: Flusher, cfg: TimingConfig
             k += 1
         else:
             batch = []
+            win = clock.start() if clock is not None else _NO_WINDOWS
             while k < len(kinds) and kinds[k] == "held" and len(batch) < cfg.batch:
+                win.begin()
                 prepare(k)
-                if hold.cycles:
-                    torch.cuda._sleep(hold.cycles)
+                # with the CUPTI clock every held call gets a spin kernel, however short: it marks the call
+                cycles = hold.cycles or (0 if win is _NO_WINDOWS else 1)
+                if cycles:
+                    torch.cuda._sleep(cycles)
                 flusher()
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
+                win.calling()
                 t0 = time.perf_counter()
                 result = call(k)
                 check(result)
                 host = time.perf_counter() - t0
                 marks = tails() if tails is not None else []
+                win.called()
                 end.record()
                 after(k, result)
+                win.done()
                 batch.append((start, end, marks, host))
                 k += 1
             sync()
@@ -212,7 +263,61 @@ def round_cuda(call: Call, kinds: list[str], flusher: Flusher, cfg: TimingConfig
                 out.samples_ms.append(t_tail)
                 if tails is not None:
                     out.unjoined_ms.append(t_tail - t_end)
-    return out
+
+
+class _NoWindows:
+    def begin(self) -> None: ...
+
+    def calling(self) -> None: ...
+
+    def called(self) -> None: ...
+
+    def done(self) -> None: ...
+
+
+_NO_WINDOWS = _NoWindows()
+
+
+class _KernelClock:
+    """A round's CUPTI clock (``kernel_clock``): opened at its first held call, read at its end. Where CUPTI
+    cannot be used the round keeps its event times and notes why."""
+
+    def __init__(self, cfg: TimingConfig):
+        self.on = cfg.clock == "cupti"
+        self.session = None
+        self.note: str | None = None
+
+    def start(self):
+        if not self.on:
+            return _NO_WINDOWS
+        if self.session is None:
+            from solbench.evaluate.kernel_clock import Session
+
+            session = Session()
+            if not session.open():
+                self.on, self.note = False, f"CUPTI unavailable: {session.error}"
+                return _NO_WINDOWS
+            self.session = session
+        return self.session.windows
+
+    def finish(self, out: Round) -> None:
+        if self.session is None:
+            out.clock_note = self.note
+            return
+        times = self.session.close()
+        out.event_ms = list(out.samples_ms)
+        if times is None or not times.complete or len(times.spans_ms) != len(out.samples_ms):
+            placed = 0 if times is None else sum(s is not None for s in times.spans_ms)
+            out.clock_note = f"CUPTI records placed for {placed} of {len(out.samples_ms)} calls"
+            return
+        from solbench.evaluate.kernel_clock import believed
+
+        out.samples_ms, out.fell_back = believed([float(s) for s in times.spans_ms], out.event_ms)
+        out.method, out.stray = "cupti", times.stray
+
+    def abort(self) -> None:
+        if self.session is not None:
+            self.session.abort()
 
 
 def round_cpu(call: Call, kinds: list[str], cfg: TimingConfig, check: Check | None = None,
@@ -220,7 +325,7 @@ def round_cpu(call: Call, kinds: list[str], cfg: TimingConfig, check: Check | No
     check = check or _nothing
     after = after or _nothing
     prepare = prepare or _nothing
-    out = Round()
+    out = Round(method="wall_clock")
     for k, kind in enumerate(kinds):
         prepare(k)
         t0 = time.perf_counter()

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from solbench.evaluate import limits
 from solbench.evaluate.isolation import die_with_parent
 from solbench.evaluate.sandbox import end_process
 from solbench.evaluate.verdict import VERDICT_ORDER
@@ -69,6 +70,7 @@ class WorkerOutcome:
     sandbox: str | None = None  # the isolation the candidate's process got: "namespaces" or "rlimits"
     candidate_log: str = ""
     candidate_restarts: int = 0
+    phases: dict[str, float] = field(default_factory=dict)  # the worker's own before its first workload
 
     def for_subject(self, index: int) -> dict[str, dict[str, Any]]:
         return {uuid: r for (i, uuid), r in self.results.items() if i == index}
@@ -197,7 +199,8 @@ def end_with_signals() -> None:
         signal.signal(sig, handler)
 
 
-def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s: float, workdir: Path) -> WorkerOutcome:
+def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s: float | None,
+               workdir: Path) -> WorkerOutcome:
     """Run ``job`` on the device's trusted worker until every (subject, workload) pair has a result.
 
     A worker that crashes, loses its CUDA context or exceeds a time limit is killed with its whole session; the
@@ -210,7 +213,8 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
     # the trusted worker waits on a candidate with the candidate's own limits, so its own limit per workload
     # allows for one such wait and one restart of the candidate's process
     untrusted = any(sub["kind"] == "solution" for sub in job["subjects"])
-    per_workload = workload_timeout_s + (startup_timeout_s + 60 if untrusted else 0)
+    per_workload = (workload_timeout_s if workload_timeout_s is not None else limits.CEILING_S) + \
+        (startup_timeout_s + 60 if untrusted else 0)
     job = dict(job, workdir=job.get("workdir") or str(workdir))
     while pending and attempts <= len(job["pairs"]):
         attempts += 1
@@ -228,6 +232,7 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
         ended, deadline = _collect(judge, outcome, pending, deadline, per_workload, spawned)
         log_tail = judge.log_since(offset)
         outcome.log += log_tail
+        killed = ended == "crash" and _exit_status(judge) == -signal.SIGKILL  # none sent here: the OOM killer
         if ended != "done":
             retire_judge(job["device"])  # a fresh trusted worker (and CUDA context) for whatever follows
         if ended in ("done", "lost") or not pending:
@@ -236,12 +241,37 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
         if ended == "timeout":
             outcome.results[key] = {"uuid": key[1], "verdict": "timeout", "reasons": ["timeout"],
                                     "message": f"no result within {per_workload:.0f} s"}
+        elif killed:
+            outcome.results[key] = {"uuid": key[1], "verdict": "runtime_error",
+                                    "reasons": ["out_of_memory", "trusted_worker_killed"],
+                                    "message": "the trusted worker was killed (SIGKILL) during this workload, most "
+                                               f"likely for memory{_footprint_of(job, key[1])}"}
         else:
             outcome.results[key] = {"uuid": key[1], "verdict": "runtime_error", "reasons": ["crash"],
                                     "message": f"the trusted worker ended during this workload; log tail: "
                                                f"{log_tail[-800:]}"}
     outcome.elapsed_s = time.perf_counter() - started
     return outcome
+
+
+def _exit_status(judge: Judge) -> int | None:
+    try:
+        return judge.proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _footprint_of(job: dict[str, Any], uuid: str) -> str:
+    """The workload's memory estimate, as a clause for a message ("" where it cannot be had)."""
+    try:
+        from solbench.evaluate.footprint import available_bytes, footprint
+        from solbench.problems.problem import load_problem
+
+        fp = footprint(load_problem(job["problem_dir"]), uuid)
+        free = available_bytes(job["device"])
+        return f": judging it needs {fp.describe()}" + (f", {free / 1e9:.2f} GB free now" if free else "")
+    except Exception:
+        return ""
 
 
 def _collect(judge: Judge, outcome: WorkerOutcome, pending: list, deadline: float, per_workload: float,
@@ -277,6 +307,8 @@ def _collect(judge: Judge, outcome: WorkerOutcome, pending: list, deadline: floa
                     outcome.ready_s = time.perf_counter() - spawned
                     outcome.candidate_ready_s = msg.get("candidate_ready_s")
                     outcome.sandbox = msg.get("sandbox")
+                    outcome.phases = {k: v for k, v in (msg.get("phases") or {}).items()
+                                      if isinstance(v, (int, float))}
             elif kind == "candidate":
                 outcome.candidate_log += str(msg.get("log") or "")[-20000:]
                 outcome.candidate_restarts += int(msg.get("restarts") or 0)

@@ -48,11 +48,19 @@ class WorkloadResult(BaseModel):
     wall_event_ms: list[float] = Field(default_factory=list)
     graph_ms: float | None = None
     graph_error: str | None = None  # why there is no graph time where one was asked for
+    #: "cupti" (each sample the span of the call's own device records), "cuda_events" (the interval between
+    #: events around it; a fallback, ``timing_notes`` says why) or "wall_clock" (CPU)
     timing_method: str | None = None
+    event_time_ms: float | None = None  # with CUPTI: the median event interval of the same samples
+    timing_notes: list[str] = Field(default_factory=list)
+    stray_records: int = 0  # device records of the solution's launched outside its calls, counted in their time
+    clock_fell_back: int = 0  # CUPTI samples whose span fell too far below their event interval: timed by events
     clocks: list[dict[str, Any]] = Field(default_factory=list)
     peak_memory_bytes: int | None = None
     dsl_share: float | None = None  # the solution's own DSL kernels' share of device time (when profiled)
     timed_calls: int | None = None  # every call the timing made, warm-up included
+    phases: dict[str, float] = Field(default_factory=dict)  # seconds per phase in the trusted worker (``phases``)
+    limit_s: float | None = None  # the workload's time limit (``limits``)
     rechecked: int | None = None  # timed calls the trusted side re-checked against the reference
     # baselines (ms)
     eager_ms: float | None = None
@@ -101,6 +109,8 @@ class Evaluation(BaseModel):
     seed: int | None = None
     started: str | None = None
     elapsed_s: float | None = None
+    #: seconds per phase: the runner's own and the trusted worker's, summed over workloads (``phases``)
+    phases: dict[str, float] = Field(default_factory=dict)
     log: str | None = None
 
     def public(self) -> dict[str, Any]:

@@ -28,7 +28,7 @@ HARNESS = ("solbench.evaluate.arena", "solbench.evaluate.calls", "solbench.evalu
            "solbench.evaluate.judging", "solbench.evaluate.measure", "solbench.evaluate.protocol",
            "solbench.evaluate.ring", "solbench.evaluate.sandbox", "solbench.evaluate.zygote", "solbench.evaluate.isolation",
            "solbench.evaluate.stats", "solbench.evaluate.subjects", "solbench.evaluate.timed",
-           "solbench.evaluate.timing", "solbench.evaluate.integrity.dynamic", "solbench.evaluate.integrity.ghost",
+           "solbench.evaluate.timing", "solbench.evaluate.kernel_clock", "solbench.evaluate.integrity.dynamic", "solbench.evaluate.integrity.ghost",
            "solbench.evaluate.integrity.language", "solbench.evaluate.integrity.l2",
            "solbench.evaluate.integrity.streams", "solbench.evaluate.integrity.tamper",
            "solbench.evaluate.languages", "solbench.evaluate.candidate", "solbench.problems.problem",
@@ -85,6 +85,9 @@ class Context:
         self.accept = getattr(module, d.custom_check_entrypoint) if d.custom_check_entrypoint else None
         self.timing = TimingConfig(**job.get("timing", {}))
         self._flusher = None
+        from solbench.evaluate.phases import Phases
+
+        self.phases = Phases()
 
     def seed_for(self, uuid: str, draw: int) -> int:
         return draw_seed(self.job["seed"], uuid, draw)
@@ -120,6 +123,38 @@ class Context:
         anc_in = [_upcast(x, self.torch) for x in given]
         anchor = self.with_inplace(as_list(self.reference(*anc_in)), anc_in)
         return ref, anchor
+
+    def time_reference(self, given: list[Any]) -> float:
+        """The wall time of one reference call on copies of ``given``, synchronised on the GPU."""
+        import time
+
+        from solbench.evaluate.calls import copied
+
+        ref_in = [copied(x) for x in given]
+        if self.dev.type == "cuda":
+            self.torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        self.reference(*ref_in)
+        if self.dev.type == "cuda":
+            self.torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    def reference_unfit(self, given: list[Any], ref: list[Any], anchor: list[Any], check) -> tuple[str, str] | None:
+        """(reason, message) when the reference cannot judge anything: NaN in its outputs, or a second call on the
+        same inputs that its own tolerance rejects (a random reference: dropout, an unseeded draw)."""
+        from solbench.evaluate.calls import as_list, copied
+
+        torch = self.torch
+        for name, x in zip([n for n, _ in self.out_specs] + self.inplace, ref):
+            if isinstance(x, torch.Tensor) and x.is_floating_point() and bool(torch.isnan(x).any()):
+                return "reference_nan", f"the reference's output {name} holds NaN on the first draw's inputs"
+        ref_in = [copied(x) for x in given]
+        again = self.with_inplace(as_list(self.reference(*ref_in)), ref_in)
+        verdict = check(again, given, ref, anchor)
+        if not verdict.ok and verdict.verdict == "incorrect_numerical":
+            return "reference_random", (f"two reference calls on the same inputs disagree ({verdict.reason}): the "
+                                        "reference is random, so no solution can be judged against it")
+        return None
 
     def out_shapes(self, axes: dict[str, int]) -> list[tuple[tuple[int, ...], Any]]:
         from solbench.problems.inputs import torch_dtype
@@ -179,6 +214,7 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
     from solbench.evaluate.calls import set_threads, set_tf32
     from solbench.evaluate.judging import judge_workload
     from solbench.evaluate.languages import CompileError
+    from solbench.evaluate.limits import not_run
     from solbench.evaluate.sandbox import read_tail
     from solbench.evaluate.subjects import LocalSubject, RemoteSubject
     from solbench.problems.modules import entry, module_from_source
@@ -200,7 +236,8 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
         kind = subject["kind"]
         if kind == "solution":
             remote = RemoteSubject(ctx, subject)
-            error = remote.start()
+            with ctx.phases("candidate_start"):
+                error = remote.start()
             if error:
                 raise CompileError(error)
             return remote
@@ -227,13 +264,21 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
         if isinstance(sub, RemoteSubject):
             ready["candidate_ready_s"] = sub.ready_s
             ready["sandbox"] = sub.isolation
+    ready["phases"] = ctx.phases.take()
     chan.send(**ready)
+    hung: dict[int, str] = {}  # subject -> the workload it exceeded its limit on (``limits``)
     for subject_index, uuid in job["pairs"]:
         if subject_index not in built:
             continue
         subject = built[subject_index]
         result = {"type": "workload", "subject": subject_index, "uuid": uuid}
+        if subject_index in hung:
+            result.update(not_run(hung[subject_index]))
+            chan.send(**result)
+            continue
         result.update(judge_workload(ctx, subject, uuid))
+        if getattr(subject, "timed_out", False) and not job.get("run_after_timeout"):
+            hung[subject_index] = uuid
         lost = result.pop("lost", False)
         chan.send(**result)
         if lost:

@@ -177,7 +177,7 @@ class Store:
              ev.verdict, json.dumps(ev.reasons), json.dumps(ev.warnings), ev.message, ev.sol_score,
              str(ev.seed) if ev.seed is not None else None, json.dumps(ev.environment), ev.elapsed_s, ev.log,
              json.dumps({"mean_speedup_vs_eager": ev.mean_speedup_vs_eager, "fast_p": ev.fast_p,
-                         "findings": ev.findings})),
+                         "findings": ev.findings, "phases": ev.phases})),
         )
         eid = int(cur.lastrowid)
         for w in ev.workloads:
@@ -221,6 +221,7 @@ class Store:
             seed=int(row[16]) if row[16] else None, environment=json.loads(row[17] or "{}"), elapsed_s=row[18],
             started=row[19], workloads=workloads, mean_speedup_vs_eager=summary.get("mean_speedup_vs_eager"),
             fast_p=summary.get("fast_p") or {}, findings=summary.get("findings") or [],
+            phases=summary.get("phases") or {},
         )
         return ev, row[5]
 

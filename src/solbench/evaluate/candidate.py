@@ -131,6 +131,8 @@ class Candidate:
             codes.append("thread_injection")
         if dynamic.child_processes():
             codes.append("process_spawn")
+        if not changed:  # then the comparable snapshot is the baseline itself (tamper.comparable)
+            return codes, self.baseline
         return codes, tamper.digest(tamper.comparable(self.harness, now))
 
     def sync(self) -> None:

@@ -44,15 +44,29 @@ def _code_of(value: Any) -> Any:
     return getattr(value, "__code__", None) or getattr(getattr(value, "__func__", None), "__code__", None)
 
 
+_FUNCTION = type(_code_of)
+#: exact types whose objects hold no Python code that could be swapped in place: their identity is their
+#: fingerprint (builtin functions, classes, modules, slot wrappers and method descriptors). Checked first, as
+#: most of a snapshot's entries are of these types.
+_OPAQUE_TYPES = frozenset({type(len), type, type(sys), type(str.join), type(object.__init__),
+                           type(object().__str__)})
+
+
 def _fingerprint(value: Any) -> tuple:
     """Identity of an object, of the code it runs (a function's __code__ can be swapped in place) and of the
     defaults and globals it runs with; immutable constants by value."""
-    if isinstance(value, _IMMUTABLE):
-        return ("=", type(value).__name__, repr(value)[:200])
-    code = _code_of(value)
-    if code is None:
+    kind = type(value)
+    if kind is _FUNCTION:
+        fn, code = value, value.__code__
+    elif kind in _OPAQUE_TYPES:
         return (id(value),)
-    fn = getattr(value, "__func__", value)
+    elif isinstance(value, _IMMUTABLE):
+        return ("=", kind.__name__, repr(value)[:200])
+    else:
+        code = _code_of(value)
+        if code is None:
+            return (id(value),)
+        fn = getattr(value, "__func__", value)
     return (id(value), id(code), id(getattr(fn, "__defaults__", None)), id(getattr(fn, "__kwdefaults__", None)),
             id(getattr(fn, "__globals__", None)), id(getattr(fn, "__closure__", None)))
 

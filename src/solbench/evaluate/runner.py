@@ -199,6 +199,8 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
     language = get_language(solution.language)  # unknown languages are a user error, raised before any work
     started_wall = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     t0 = time.perf_counter()
+    # a cold trusted worker starts now (its imports take seconds), while this process scans, stages and analyses
+    trusted.judge_for(opts.device)
     if opts.hardware is None:
         opts.hardware = detect(opts.device)
     seed = opts.seed if opts.seed is not None else secrets.randbits(63)

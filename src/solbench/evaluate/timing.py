@@ -99,7 +99,8 @@ class Timing:
         self.wall_ms += r.wall_ms
         self.wall_event_ms += r.wall_event_ms
         self.unjoined_ms += r.unjoined_ms
-        self.event_ms += r.event_ms or r.samples_ms
+        if r.method != "wall_clock":  # each held sample's event interval (a CUPTI round's own, else its samples)
+            self.event_ms += r.event_ms or r.samples_ms
         self.stray += r.stray
         self.fell_back += r.fell_back
         if r.samples_ms:

@@ -3,10 +3,13 @@
 A ``TorchDispatchMode`` sees every aten op the reference runs on FakeTensors and
 accumulates:
 
-- tensor-core FLOPs (2 x MACs of mm/bmm/addmm/convolution/_scaled_mm/attention),
-  keyed by the precision the operands *arrived in*: a bf16 input upcast to fp32
-  before a matmul still counts as a bf16 matmul, because a kernel can feed the
-  bf16 data to the tensor cores with fp32 accumulation;
+- matrix FLOPs (2 x MACs of matmuls, convolutions, attention and recurrent
+  layers; the rules are in ``rules.py``), keyed by the precision the operands
+  *arrived in*: a bf16 input upcast to fp32 before a matmul still counts as a
+  bf16 matmul, because a kernel can feed the bf16 data to the tensor cores with
+  fp32 accumulation. fp32 products count as ``matmul_fp32`` (``tensor_tf32``
+  where the problem allows TF32), which the roofline may place on the FMA units
+  or on tensor cores through an fp32-accurate emulation;
 - vector FLOPs (one per output element of elementwise ops, one per input
   element of reductions);
 - special-function ops (exp, log, tanh, erf, rsqrt, ...), one per element;
@@ -20,13 +23,14 @@ reference's algorithm; a definition's ``sol`` override replaces any of them.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
+from solbench.analysis.rules import _NARROW, RULES, bind, matmul_unit, narrowest
 
 aten = torch.ops.aten
 
@@ -60,30 +64,13 @@ _GATHER = {"index", "index_select", "gather", "embedding", "_unsafe_index"}
 _SCATTER_WRITE = {"index_put_", "index_put", "index_copy_", "index_copy", "scatter_", "scatter", "slice_scatter",
                   "select_scatter"}
 
-_NARROW = {  # precision rank: lower is narrower
-    torch.float8_e4m3fn: 0, torch.float8_e5m2: 0, torch.int8: 0, torch.uint8: 0,
-    torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3,
-}
-
-
-def matmul_unit(dtype: torch.dtype, allow_tf32: bool) -> str:
-    if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-        return "tensor_fp8"
-    if dtype in (torch.int8, torch.uint8):
-        return "tensor_int8"
-    if dtype in (torch.float16, torch.bfloat16):
-        return "tensor_bf16"
-    if dtype == torch.float32 and allow_tf32:
-        return "tensor_tf32"
-    return "vector_fp32"
-
-
 @dataclass
 class WorkCount:
     flops: dict[str, float] = field(default_factory=dict)  # unit -> count (includes "sfu")
     bytes_read: float = 0.0
     bytes_written: float = 0.0
     ops: dict[str, int] = field(default_factory=dict)  # aten op name -> calls, for inspection
+    failed: dict[str, int] = field(default_factory=dict)  # op name -> calls its rule could not count
 
     @property
     def bytes(self) -> float:
@@ -165,7 +152,22 @@ class _Tracer(TorchDispatchMode):
                 if _NARROW.get(src, 9) < _NARROW.get(o.dtype, 9):
                     self.precision[id(o)] = src
 
-        # 3. bytes: reads of input-derived tensors
+        # 3. matrix work by rule (rules.py); a rule may say which input elements the op reads
+        rule = RULES.get(name)
+        reads = None
+        if rule is not None and out_tensors:
+            try:
+                reads = rule(self, name, bind(func, args, kwargs), args, out_tensors)
+            except Exception:  # a rule that cannot read this call counts nothing for it (a lower bound still)
+                self.count.failed[name] = self.count.failed.get(name, 0) + 1
+        if reads is not None:
+            for t, n in reads:
+                r = self._root(t)
+                if r is not None:
+                    self._read(r, n)
+            return
+
+        # 4. bytes: reads of input-derived tensors
         gather_src = None
         if name in _GATHER and args:
             gather_src = args[0]
@@ -192,43 +194,20 @@ class _Tracer(TorchDispatchMode):
             else:
                 self._read(r, a.numel())
 
-        # 4. flops
-        self._flops(name, args, kwargs, out_tensors)
+        # 5. vector and special-function work
+        if rule is None:
+            self._flops(name, args, kwargs, out_tensors)
+
+    # -- what rules see ------------------------------------------------------
+    def add(self, unit: str, n: float) -> None:
+        self.count.add(unit, n)
+
+    def unit(self, *tensors) -> str:
+        """The matrix unit of a product of these operands: the narrowest precision they arrived in."""
+        return matmul_unit(narrowest([self._prec(t) for t in tensors if isinstance(t, torch.Tensor)]), self.allow_tf32)
 
     def _flops(self, name: str, args, kwargs, outs: list[torch.Tensor]) -> None:
         c = self.count
-        if name in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "_scaled_mm", "matmul", "dot", "mv", "addmv"):
-            if name in ("addmm", "baddbmm", "addbmm", "addmv"):
-                a, b = args[1], args[2]
-            else:
-                a, b = args[0], args[1]
-            k = a.shape[-1]
-            macs = outs[0].numel() * k if outs else 0
-            if name == "addbmm":
-                macs *= a.shape[0]
-            prec = min((self._prec(a), self._prec(b)), key=lambda d: _NARROW.get(d, 9))
-            c.add(matmul_unit(prec, self.allow_tf32), 2 * macs)
-            if name in ("addmm", "baddbmm", "addmv", "addbmm"):
-                c.add("vector_fp32", outs[0].numel())
-            return
-        if name == "convolution":
-            x, w = args[0], args[1]
-            # w is (C_out, C_in / groups, *kernel): each output element takes C_in / groups x kernel MACs
-            macs = outs[0].numel() * (w.shape[1]) * math.prod(w.shape[2:])
-            prec = min((self._prec(x), self._prec(w)), key=lambda d: _NARROW.get(d, 9))
-            c.add(matmul_unit(prec, self.allow_tf32), 2 * macs)
-            return
-        if name.startswith("_scaled_dot_product") or name == "scaled_dot_product_attention":
-            q, k = args[0], args[1]
-            causal = bool(kwargs.get("is_causal", False)) or any(a is True for a in args[3:6])
-            b_h = math.prod(q.shape[:-2])
-            sq, d = q.shape[-2], q.shape[-1]
-            sk = k.shape[-2]
-            scores = b_h * sq * sk * (0.5 if causal else 1.0)
-            c.add(matmul_unit(self._prec(q), self.allow_tf32), 4 * scores * d)
-            c.add("sfu", scores)
-            c.add("vector_fp32", 3 * scores)
-            return
         if not outs:
             return
         n_out = sum(o.numel() for o in outs if o.is_floating_point())

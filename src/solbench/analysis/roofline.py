@@ -1,9 +1,17 @@
 """The roofline: work counts and ceilings -> T_SOL and the bound that binds.
 
-T_SOL = max(sum over tensor units of flops/rate, vector flops/rate, sfu ops/rate,
-bytes/DRAM bandwidth, launch floor). Tensor units share the tensor cores, so
-their times add; the vector pipes, the special-function units, memory and the
-tensor cores can overlap, so the largest of those is the bound.
+T_SOL = max(tensor time, vector time, sfu ops/rate, bytes/DRAM bandwidth, launch
+floor). Tensor units share the tensor cores, so their times add; the vector
+pipes, the special-function units, memory and the tensor cores can overlap, so
+the largest of those is the bound.
+
+fp32 products may run where they finish first: ``matmul_fp32`` (fp32-accurate)
+on the FMA units at one FLOP each, or on tensor cores through an fp32-accurate
+emulation (``fp32_emulation_rate``); ``tensor_tf32`` (TF32-accurate) on the
+FMA units, or on tensor cores at the faster of the TF32 and the 16-bit rate
+(fp16 has TF32's 10-bit mantissa). ``share`` splits that work between the two
+so that the larger of the tensor and vector times is the least it can be.
+docs/BOUNDS.md gives the formulas.
 """
 
 from __future__ import annotations
@@ -23,6 +31,14 @@ from solbench.problems.problem import Problem
 from solbench.problems.workload import CustomInput, ScalarInput, Workload
 
 BOUNDS = ("memory", "tensor", "vector", "sfu", "latency")
+
+#: fp32-accurate emulations of one fp32 product on tensor cores: (rate unit, products of that unit). Three-term
+#: splits into TF32 (tf32x3) or fp16 with a scaled low part (fp16x3) keep about 22 bits; an int8 slicing
+#: (Ozaki-type) needs more slice products than 6, which is taken as its floor. bf16x3 (16 bits) and any
+#: two-product split miss the fp32 tolerance, so they are not cheaper ways to the same answer (docs/BOUNDS.md).
+FP32_EMULATION = (("tensor_tf32", 3), ("tensor_bf16", 3), ("tensor_int8", 6))
+#: units whose work may also run on the FMA units (one vector FLOP per FLOP), and the rate on tensor cores
+FLEXIBLE = ("matmul_fp32", "tensor_tf32")
 
 
 @dataclass
@@ -94,7 +110,11 @@ def count_work(problem: Problem, workload: Workload, module=None) -> Work:
     overridden: list[str] = []
     if override is not None:
         if override.flops is not None:
-            # an override of flops states the complete tensor/vector picture for the units it names
+            # an override of flops states the complete tensor/vector picture for the units it names; one that
+            # names vector_fp32 but not matmul_fp32 states the fp32 products too (they were vector work before
+            # the unit existed, and such overrides restate the reference's fp32 matmuls in their own terms)
+            if "vector_fp32" in override.flops and "matmul_fp32" not in override.flops:
+                flops.pop("matmul_fp32", None)
             for unit, value in override.flops.items():
                 flops[unit] = float(expr.evaluate(value, axes))
                 overridden.append(f"flops.{unit}")
@@ -111,12 +131,48 @@ def count_work(problem: Problem, workload: Workload, module=None) -> Work:
                 note=override.note if override else None)
 
 
+def fp32_emulation_rate(ceilings: Ceilings) -> float:
+    """fp32-accurate product FLOP/s on tensor cores: the fastest emulation the chip's rates allow."""
+    return max((ceilings.rates[u] / n for u, n in FP32_EMULATION if ceilings.rates.get(u)), default=0.0)
+
+
+def tensor_rate(unit: str, ceilings: Ceilings) -> float:
+    """FLOP/s of one unit's products on the tensor cores (0 where the chip has no rate for it)."""
+    if unit == "matmul_fp32":
+        return fp32_emulation_rate(ceilings)
+    if unit == "tensor_tf32":  # a TF32-accurate product runs as fp16 too (same mantissa), at the 16-bit rate
+        return max(ceilings.rates.get("tensor_tf32", 0.0), ceilings.rates.get("tensor_bf16", 0.0))
+    return ceilings.rates.get(unit, 0.0) if unit.startswith("tensor_") else 0.0
+
+
+def share(tensor_s: float, vector_s: float, flexible: list[tuple[float, float]], vector_rate: float
+          ) -> tuple[float, float]:
+    """Place flexible work ``[(flops, tensor-core FLOP/s)]`` so that max(tensor time, vector time) is least.
+
+    All of it starts on the FMA units; the cheapest on tensor cores moves first, until the two times meet.
+    """
+    q = 1.0 / vector_rate
+    vector_s += q * sum(f for f, _ in flexible)
+    for flops, rate in sorted(flexible, key=lambda fr: -fr[1]):
+        if vector_s <= tensor_s or rate <= 0:
+            break
+        p = 1.0 / rate
+        moved = min(flops, (vector_s - tensor_s) / (p + q))
+        tensor_s += p * moved
+        vector_s = tensor_s if moved < flops else vector_s - q * moved
+    return tensor_s, vector_s
+
+
 def sol_time(work: Work, ceilings: Ceilings) -> Sol:
-    tensor_s = sum(v / ceilings.rates[u] for u, v in work.flops.items() if u.startswith("tensor_") and ceilings.rates.get(u))
+    fixed = [(u, v) for u, v in work.flops.items() if u.startswith("tensor_") and u not in FLEXIBLE]
+    tensor_s = sum(v / tensor_rate(u, ceilings) for u, v in fixed if tensor_rate(u, ceilings))
+    flexible = [(work.flops[u], tensor_rate(u, ceilings)) for u in FLEXIBLE if work.flops.get(u)]
+    vector_rate = ceilings.rates["vector_fp32"]
+    tensor_s, vector_s = share(tensor_s, work.flops.get("vector_fp32", 0.0) / vector_rate, flexible, vector_rate)
     times = {
         "memory": work.bytes / ceilings.dram_bytes_per_s,
         "tensor": tensor_s,
-        "vector": work.flops.get("vector_fp32", 0.0) / ceilings.rates["vector_fp32"],
+        "vector": vector_s,
         "sfu": work.flops.get("sfu", 0.0) / ceilings.rates["sfu"],
         "latency": ceilings.launch_floor_s,
     }

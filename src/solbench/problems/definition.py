@@ -43,6 +43,7 @@ ROLES = (
     "index",  # integers in [low, high)
     "length",  # integers in [low, high] inclusive
     "page_table",  # distinct page ids per row drawn from [0, high)
+    "block_table",  # a serving engine's page tables: distinct page ids across the whole table, from [low, high)
     "causal_mask",  # bool, True on and below the diagonal
     "probability",  # softmax of a normal along the last dim
     "rope_cos",  # cos of position * inv_freq

@@ -207,6 +207,17 @@ def _activation(shape, gen, device, pg, u: float, scale: tuple[float, float], ou
     return x.clamp_(lo, hi)
 
 
+def _block_table(spec: TensorSpec, shape: tuple[int, ...], axes: dict[str, int], gen: torch.Generator) -> torch.Tensor:
+    """Page tables as a serving engine allocates them: one permutation of the page pool [lo, hi), split into the
+    rows, so no page appears twice in the table (no two sequences share a page, no sequence reads a page twice)."""
+    lo, hi = (int(v) for v in _range(spec, axes, (0, math.prod(shape))))
+    need = math.prod(shape)
+    if hi - lo < need:
+        raise ValueError(f"block_table: a pool of {hi - lo} pages cannot give {need} distinct pages {tuple(shape)}; "
+                         "the definition must constrain the pool to at least the table's size")
+    return torch.randperm(hi - lo, generator=gen, device=gen.device)[:need].reshape(shape) + lo
+
+
 def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dict[str, int],
                   gen: torch.Generator, device: torch.device, angle_seed: int) -> torch.Tensor:
     """One input's draw. ``gen`` (on ``device``) gives the bulk values; the per-draw parameters come from a CPU
@@ -214,7 +225,9 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
     device), a few elementwise torch ops per tensor, with no Python loop over elements."""
     role = infer_role(name, spec)
     dtype = torch_dtype(spec.dtype)
-    if spec.dtype in INTEGER or role in ("index", "length", "page_table"):
+    if spec.dtype in INTEGER or role in ("index", "length", "page_table", "block_table"):
+        if role == "block_table":
+            return _block_table(spec, shape, axes, gen).to(device=device, dtype=dtype)
         if role == "page_table":
             lo, hi = _range(spec, axes, (0, max(shape[-1], 1)))
             rows = math.prod(shape[:-1]) if len(shape) > 1 else 1

@@ -43,7 +43,8 @@ for stage in "${stages[@]}"; do
     fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "not test_bundled_examples" tests \
              </dev/null 2>&1 | tee "$OUT/fast.txt" ;;
     quick) timeout ${QUICK_LIMIT:-150} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest or \
-             held_stream or side_stream or cupti or graph_time or persisting or set_aside or profiler or repeats or fault" tests \
+             held_stream or side_stream or cupti or graph_time or persisting or set_aside or profiler or repeats or fault \
+             or hang or tf32" tests \
              </dev/null 2>&1 | tee "$OUT/quick.txt" ;;
     bundled) timeout ${BUNDLED_LIMIT:-400} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k test_bundled_examples tests \
              </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
@@ -57,7 +58,8 @@ for stage in "${stages[@]}"; do
              2>&1 | tee "$OUT/bench.txt" ;;
     profcost) timeout ${PROFCOST_LIMIT:-150} python3 benchmarks/bench_harness.py --db "$SOLBENCH_GPU_DB" \
              --profile-cost ${PROFCOST_N:-6} --out "$OUT/profcost.json" </dev/null 2>&1 | tee "$OUT/profcost.txt" ;;
-    ncu)   timeout 300 python3 benchmarks/ncu_agreement.py --out "$OUT/ncu.json" </dev/null 2>&1 | tee "$OUT/ncu.txt" ;;
+    ncu)   timeout ${NCU_LIMIT:-300} python3 benchmarks/ncu_agreement.py --out "$OUT/ncu.json" \
+             --budget-s $(( ${NCU_LIMIT:-300} - 30 )) </dev/null 2>&1 | tee "$OUT/ncu.txt" ;;
     calibrate) timeout 120 python3 -m solbench.cli calibrate --device cuda --db "$SOLBENCH_GPU_DB" </dev/null \
              2>&1 | tee "$OUT/calibrate.txt" ;;
     floor) timeout 120 python3 benchmarks/launch_floor.py </dev/null 2>&1 | tee "$OUT/floor.txt" ;;

@@ -62,7 +62,7 @@ def judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str,
                          dsl_share=r.get("dsl_share"), rechecked=r.get("rechecked"),
                          timed_calls=r.get("timed_calls"), timing_notes=list(r.get("clock_notes") or []),
                          stray_records=int(r.get("stray_records") or 0),
-                         clock_fell_back=int(r.get("clock_fell_back") or 0),
+                         event_gaps=int(r.get("event_gaps") or 0),
                          phases={k: v for k, v in (r.get("phases") or {}).items() if isinstance(v, (int, float))},
                          limit_s=r.get("limit_s") if isinstance(r.get("limit_s"), (int, float)) else None)
     res.warnings.extend(w for w in (r.get("warnings") or []) if w in WORKER_WARNINGS)

@@ -262,7 +262,7 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
                               graph_ms=t.graph_ms, graph_error=t.graph_error, clocks=t.clocks,
                               timing_method=t.method, unjoined_ms=t.unjoined_ms, timed_calls=t.calls,
                               rechecked=timed.rechecked, event_ms=t.event_ms, clock_notes=t.clock_notes[:3],
-                              stray_records=t.stray, clock_fell_back=t.fell_back)
+                              stray_records=t.stray, event_gaps=t.event_gaps)
     except torch.OutOfMemoryError:
         fail("runtime_error", ["out_of_memory"], None)
     except Exception as exc:

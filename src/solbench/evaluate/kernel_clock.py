@@ -34,25 +34,21 @@ LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaMemsetAsync", "cudaMemcpy
             "cudaMemcpy", "cudaLaunchCooperativeKernel")
 
 
-#: how far a call's kernel span may fall below its event interval and still be its time: the launch gap and the
-#: events' own latency (about 2.3 us at decode sizes on the H200, 1.2 us at 57 us). A call whose span lies
-#: further below (the host made the device wait inside the call, or a report that is not what ran) is timed by
-#: its event interval: what a span can take off an event time is bounded by this.
+#: how far a call's event interval may exceed its kernel span before the sample counts as a wide gap: the launch
+#: gap and the events' own latency (about 2.3 us at decode sizes on the H200, 1.2 us at 57 us). A wider gap is
+#: device idle inside the event window (the host made the device wait inside the call, or the hold ran out
+#: before the harness recorded the end event): the span, not the interval, is the kernel's time.
 GAP_ABS_MS = 0.003
 GAP_REL = 0.05
 
 
-def believed(spans_ms: list[float], events_ms: list[float]) -> tuple[list[float], int]:
-    """Each sample's time: its kernel span, or its event interval where the span lies more than the allowed gap
-    below it; and how many samples fell back to the event interval."""
-    out, fell = [], 0
-    for s, e in zip(spans_ms, events_ms):
-        if e - s > GAP_ABS_MS + GAP_REL * e:
-            out.append(e)
-            fell += 1
-        else:
-            out.append(s)
-    return out, fell
+def wide_gaps(spans_ms: list[float], events_ms: list[float]) -> int:
+    """How many samples' event intervals exceed their kernel spans by more than the events' own overhead.
+
+    Informational: both numbers come from the candidate's process, so a forger would report them alike; a
+    check between them would only catch a careless one, and it would misjudge honest calls whose event windows
+    hold host time (measured: the in-place fused_add_rmsnorm at decode size, 2 us of kernel in 92 us of events)."""
+    return sum(1 for s, e in zip(spans_ms, events_ms) if e - s > GAP_ABS_MS + GAP_REL * e)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from solbench.evaluate import ring as ring_mod
 from solbench.evaluate.arena import nbytes_for, nbytes_of
-from solbench.evaluate.kernel_clock import believed
+from solbench.evaluate.kernel_clock import wide_gaps
 from solbench.evaluate.measure import measure
 from solbench.evaluate.subjects import Rejected, Timed, picks, secret_rng
 from solbench.evaluate.timing import Round, clock_snapshot
@@ -137,15 +137,14 @@ def time_remote(sub, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int],
             if bad:
                 raise Rejected([bad[0]], f"timed call re-checked: {bad[1]}", failure={"draw": "timed",
                                                                                       "seed": seeds[k]})
-        samples, fell = list(reply.samples_ms), 0
-        if reply.method == "cupti":  # the span is believed only as far below the event interval as it may be
-            samples, fell = believed(samples, list(reply.event_ms))
+        samples = list(reply.samples_ms)
+        gaps = wide_gaps(samples, list(reply.event_ms)) if reply.method == "cupti" else 0
         expected = "wall_clock" if not cuda else ("cupti", "cuda_events")
         if reply.method not in expected:
             raise Rejected(["result_forgery"], f"a round timed by {reply.method} on {ctx.dev.type}")
         return Round(samples_ms=samples, wall_ms=list(reply.wall_ms), wall_event_ms=list(reply.wall_event_ms),
                      unjoined_ms=list(reply.unjoined_ms), event_ms=list(reply.event_ms), method=reply.method,
-                     clock_note=reply.clock_note, stray=reply.stray, fell_back=fell)
+                     clock_note=reply.clock_note, stray=reply.stray, event_gaps=gaps)
 
     def graph() -> float | None:
         with ph("timing.graph"):

@@ -69,7 +69,7 @@ class Round:
     method: str = "cuda_events"
     clock_note: str | None = None  # why a round meant for CUPTI kept its event times
     stray: int = 0  # device records of the solution's launched outside its calls (counted in their time)
-    fell_back: int = 0  # CUPTI samples timed by their event interval (``kernel_clock.believed``)
+    event_gaps: int = 0  # CUPTI samples whose event interval holds idle time beyond the events' own overhead
 
 
 @dataclass
@@ -86,7 +86,7 @@ class Timing:
     event_ms: list[float] = field(default_factory=list)
     clock_notes: list[str] = field(default_factory=list)
     stray: int = 0
-    fell_back: int = 0
+    event_gaps: int = 0
     rounds_by_clock: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -102,7 +102,7 @@ class Timing:
         if r.method != "wall_clock":  # each held sample's event interval (a CUPTI round's own, else its samples)
             self.event_ms += r.event_ms or r.samples_ms
         self.stray += r.stray
-        self.fell_back += r.fell_back
+        self.event_gaps += r.event_gaps
         if r.samples_ms:
             self.rounds_by_clock[r.method] = self.rounds_by_clock.get(r.method, 0) + 1
         if r.clock_note:
@@ -311,10 +311,10 @@ class _KernelClock:
             placed = 0 if times is None else sum(s is not None for s in times.spans_ms)
             out.clock_note = f"CUPTI records placed for {placed} of {len(out.samples_ms)} calls"
             return
-        from solbench.evaluate.kernel_clock import believed
+        from solbench.evaluate.kernel_clock import wide_gaps
 
-        out.samples_ms, out.fell_back = believed([float(s) for s in times.spans_ms], out.event_ms)
-        out.method, out.stray = "cupti", times.stray
+        out.samples_ms = [float(s) for s in times.spans_ms]
+        out.method, out.stray, out.event_gaps = "cupti", times.stray, wide_gaps(out.samples_ms, out.event_ms)
 
     def abort(self) -> None:
         if self.session is not None:

@@ -54,7 +54,7 @@ class WorkloadResult(BaseModel):
     event_time_ms: float | None = None  # with CUPTI: the median event interval of the same samples
     timing_notes: list[str] = Field(default_factory=list)
     stray_records: int = 0  # device records of the solution's launched outside its calls, counted in their time
-    clock_fell_back: int = 0  # CUPTI samples whose span fell too far below their event interval: timed by events
+    event_gaps: int = 0  # CUPTI samples whose event interval held idle time beyond the events' overhead
     clocks: list[dict[str, Any]] = Field(default_factory=list)
     peak_memory_bytes: int | None = None
     dsl_share: float | None = None  # the solution's own DSL kernels' share of device time (when profiled)

@@ -59,7 +59,7 @@ for stage in "${stages[@]}"; do
     profcost) timeout ${PROFCOST_LIMIT:-150} python3 benchmarks/bench_harness.py --db "$SOLBENCH_GPU_DB" \
              --profile-cost ${PROFCOST_N:-6} --out "$OUT/profcost.json" </dev/null 2>&1 | tee "$OUT/profcost.txt" ;;
     ncu)   timeout ${NCU_LIMIT:-300} python3 benchmarks/ncu_agreement.py --out "$OUT/ncu.json" \
-             --budget-s $(( ${NCU_LIMIT:-300} - 30 )) </dev/null 2>&1 | tee "$OUT/ncu.txt" ;;
+             --budget-s $(( ${NCU_LIMIT:-300} - 30 )) ${NCU_ARGS:-} </dev/null 2>&1 | tee "$OUT/ncu.txt" ;;
     calibrate) timeout 120 python3 -m solbench.cli calibrate --device cuda --db "$SOLBENCH_GPU_DB" </dev/null \
              2>&1 | tee "$OUT/calibrate.txt" ;;
     floor) timeout 120 python3 benchmarks/launch_floor.py </dev/null 2>&1 | tee "$OUT/floor.txt" ;;

@@ -1,17 +1,36 @@
-"""The command line: JSON shapes, and one clear line with exit 2 for user errors."""
+"""The command line: JSON shapes, and one clear line with exit 2 for user errors and solbench's own failures;
+no traceback ever reaches a user."""
 
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
+from conftest import AXPY, FIXTURES, SOLUTIONS
+from typer.testing import CliRunner
 
-from conftest import AXPY, SOLUTIONS
+from solbench.cli import app
+
+KB = FIXTURES / "kernelbench"
+PEER = FIXTURES / "peer" / "triton_axpby_relu"
 
 
 def solbench(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "solbench.cli", *args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "solbench", *args], capture_output=True, text=True, cwd=cwd,
                           stdin=subprocess.DEVNULL, timeout=300)
+
+
+def invoke(*args):
+    """In-process (typer's CliRunner): the commands' own guard, without the console script's main()."""
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def one_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -102,3 +121,85 @@ def test_eval_failing_solution_exits_0_and_replays(tmp_path):
     again = json.loads(r.stdout)
     assert again["reproduced"] is True
     assert again["workloads"][0]["failure"]["seed"] == ev["workloads"][0]["failure"]["seed"]
+
+
+def test_python_dash_m_solbench():
+    r = solbench("--help")
+    assert r.returncode == 0 and "import" in r.stdout and "eval" in r.stdout
+
+
+def _broken_problem(tmp_path, reference: str):
+    d = tmp_path / "broken"
+    shutil.copytree(AXPY, d)
+    (d / "reference.py").write_text(reference)
+    return d
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["show", "{broken}", "--hardware", "h200"], "reference.py:2: cannot be imported: RuntimeError: boom"),
+    (["eval", "--problem", "{broken}", "--solution", str(AXPY / "solutions" / "torch_ok.py"), "--device", "cpu",
+      "--db", "{tmp}/r.db", "--quiet"], "reference.py:2: cannot be imported"),
+    (["eval", "--problem", str(AXPY), "--solution", str(AXPY / "solutions" / "torch_ok.py"), "--device", "cpu",
+      "--db", "{tmp}", "--quiet"], "is a directory"),
+    (["eval", "--replay", "7", "--db", "{tmp}/none.db"], "no evaluation with id 7"),
+    (["export", "--db", "{tmp}/none.db"], "no database"),
+    (["import", "kernelbench", "{tmp}/nowhere", "--out", "{tmp}/o"], "not found"),
+    (["import", "flashinfer-trace", "{empty}", "--out", "{tmp}/o"], "no definitions"),
+    (["list", "--family", "nonsense"], "unknown family"),
+])
+def test_user_errors_in_every_command_are_one_line(tmp_path, args, needle):
+    broken = _broken_problem(tmp_path, "import torch\nraise RuntimeError('boom')\ndef run(x, y):\n    return x\n")
+    (tmp_path / "empty").mkdir()
+    args = [a.format(broken=broken, tmp=tmp_path, empty=tmp_path / "empty") for a in args]
+    r = invoke(*args)
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert needle in one_line(r.stderr)
+
+
+def test_solbench_own_failure_is_one_line_exit_2(monkeypatch):
+    import solbench.problems.suite as suite
+
+    def broken(**kwargs):
+        raise RuntimeError("the suite index is corrupt")
+
+    monkeypatch.setattr(suite, "select_problems", broken)
+    r = invoke("list")
+    assert r.exit_code == 2
+    line = one_line(r.stderr)
+    assert line.startswith("error: solbench list failed: RuntimeError: the suite index is corrupt")
+    assert "test_cli.py" in line  # where it was raised
+
+
+def test_check_reports_a_reference_that_cannot_run(tmp_path):
+    broken = _broken_problem(tmp_path, "def run(*args):\n    raise ValueError('no reference today')\n")
+    r = invoke("check", broken)
+    assert r.exit_code == 1 and "Traceback" not in r.stdout + r.stderr
+    assert "reference_error: the reference fails: ValueError: no reference today" in r.stdout
+    assert "reference.py:2 in run" in r.stdout
+
+
+def test_import_kernelbench_reports_every_file_and_refuses_to_overwrite(tmp_path):
+    src = tmp_path / "level2"
+    src.mkdir()
+    for f in (KB / "level1" / "kl_div.py", KB / "bad" / "missing_module.py", KB / "bad" / "random_forward.py"):
+        shutil.copy(f, src / f.name)
+    r = solbench("import", "kernelbench", str(src), "--out", str(tmp_path / "out"))
+    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert str(tmp_path / "out" / "kl_div") in lines
+    assert any(ln.startswith("FAILED") and "missing_module.py: missing module" in ln for ln in lines)
+    assert any(ln.startswith("FAILED") and "random_forward.py: the reference is random" in ln for ln in lines)
+    assert lines[-1] == "1 imported, 2 failed, of 3 KernelBench files"
+    again = invoke("import", "kernelbench", src / "kl_div.py", "--out", tmp_path / "out")
+    assert again.exit_code == 1 and "exists (--force replaces it)" in again.stdout
+    forced = invoke("import", "kernelbench", src / "kl_div.py", "--out", tmp_path / "out", "--force")
+    assert forced.exit_code == 0 and forced.stdout.strip().splitlines()[-1] == "1 imported, 0 failed, of 1 KernelBench files"
+
+
+def test_eval_of_a_sol_execbench_problem_with_a_triton_reference(tmp_path):
+    r = solbench("eval", "--problem", str(PEER), "--solution", str(PEER / "solutions" / "torch_dps.json"),
+                 "--device", "cpu", "--json", "--db", str(tmp_path / "r.db"), "--workload", "n1000")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    ev = json.loads(r.stdout)
+    assert ev["verdict"] == "passed" and ev["problem"] == "triton_axpby_relu"

@@ -1,9 +1,15 @@
-"""The command line: parse, call the library, render. No measurement logic lives here."""
+"""The command line: parse, call the library, render. No measurement logic lives here.
+
+No traceback reaches a user: every command runs under solbench.guard (one line and exit 2 for any failure;
+``SOLBENCH_TRACEBACK=1`` prints the traceback as well). A solution that fails is a verdict, not an error (exit 0).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 from typing import List, Optional
 
@@ -11,9 +17,13 @@ import typer
 from rich.console import Console
 
 from solbench.errors import UserError
+from solbench.guard import GuardedTyper as _Typer
+from solbench.guard import failure_line
+from solbench.guard import one_line as _one_line
+from solbench.guard import where as _where
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="solbench: GPU kernels against the hardware's speed of light.")
+app = _Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+             help="solbench: GPU kernels against the hardware's speed of light.")
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
@@ -112,18 +122,25 @@ def check(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The degenerate-task filter: no problem may be passable by zeros, a constant, an input or ignoring an input."""
-    from solbench.problems.degenerate import check_problem
+    from solbench.problems.degenerate import Finding, check_problem
     from solbench.problems.problem import load_problem
     from solbench.problems.suite import select_problems
 
     dev = _device(device)
     problems = [load_problem(p) for p in problem] if problem else select_problems(suite=suite)
-    findings = [f for p in problems for f in check_problem(p, "cpu" if dev == "cpu" else dev)]
+    findings = []
+    for p in problems:
+        try:
+            findings += check_problem(p, "cpu" if dev == "cpu" else dev)
+        except Exception as exc:  # the problem's own reference fails: a finding about it, and on to the next
+            detail = _one_line(exc) if isinstance(exc, UserError) else \
+                f"the reference fails: {type(exc).__name__}: {_one_line(exc, 300)} (at {_where(exc)})"
+            findings.append(Finding(p.name, "*", "reference_error", detail))
     if as_json:
         print(json.dumps([f.__dict__ for f in findings], indent=2))
     else:
         for f in findings:
-            out.print(f"{f.problem} / {f.workload}: {f.code}: {f.detail}", markup=False)
+            out.print(f"{f.problem} / {f.workload}: {f.code}: {f.detail}", markup=False, soft_wrap=True)
         out.print(f"{len(problems)} problems checked, {len(findings)} findings")
     if findings:
         raise typer.Exit(1)
@@ -233,7 +250,7 @@ def eval_cmd(
         if problem is None or solution is None:
             raise UserError("eval needs --problem and --solution (or --replay ID)")
         prob = load_problem(problem)
-        sol = load_solution(solution, prob.name)
+        sol = load_solution(solution, prob.definition)
         opts = EvalOptions(device=_device(device), draws=draws, workloads=list(workload) if workload else None,
                            use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=_profile_mode(profile_dsl),
                            timing=TimingConfig(hold=hold), progress=_progress_printer(not quiet and not as_json))
@@ -303,7 +320,7 @@ def run(
         task = progress.add_task(f"solbench run on {dev} ({hw.id})", total=len(jobs))
         for prob, path in jobs:
             progress.update(task, description=f"{prob.name} / {path.name}")
-            sol = load_solution(path, prob.name)
+            sol = load_solution(path, prob.definition)
             opts = EvalOptions(device=dev, draws=draws, hardware=hw, calibrated=calibrated,
                                use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=_profile_mode(profile_dsl),
                                timing=TimingConfig(hold=hold))
@@ -319,34 +336,49 @@ def run(
     out.print(run_summary(evaluations, run_id, db))
 
 
-import_app = typer.Typer(help="Convert other benchmarks' problems (files you point at) into solbench problems.",
-                         no_args_is_help=True)
+import_app = _Typer(help="Convert other benchmarks' problems (files you point at) into solbench problems.",
+                    no_args_is_help=True, pretty_exceptions_enable=False)
+import_app.prefix = "import"
 app.add_typer(import_app, name="import")
+ForceOption = typer.Option(False, "--force", help="replace problem directories that exist (default: refuse)")
 
 
 @import_app.command("kernelbench")
 def import_kernelbench_cmd(
-    path: Path = typer.Argument(..., help="a KernelBench problem file, or a directory of them"),
+    path: Path = typer.Argument(..., help="a KernelBench problem file, or a directory of them (levels included)"),
     out_dir: Path = typer.Option(..., "--out", help="where to write the problem directories"),
+    force: bool = ForceOption,
 ) -> None:
-    """KernelBench problem files (Model / get_inputs / get_init_inputs)."""
-    from solbench.problems.importers import import_kernelbench
+    """KernelBench problem files (Model / get_inputs / get_init_inputs), every one tried: one line per file (the
+    problem written, or why not), then a summary; exit 1 when any file failed."""
+    from solbench.problems.kernelbench import import_kernelbench_report
 
-    if not path.exists():
-        raise UserError(f"not found: {path}")
-    for d in import_kernelbench(path, out_dir):
-        out.print(str(d), markup=False)
+    def progress(f, report):
+        if report.failed and report.failed[-1][0] == f:
+            out.print(f"FAILED {f}: {report.failed[-1][1]}", markup=False, soft_wrap=True)
+            return
+        target = report.written[-1]
+        out.print(str(target), markup=False, soft_wrap=True)
+        for note in report.notes.get(target, []):
+            out.print(f"  note: {note}", markup=False, soft_wrap=True)
+
+    report = import_kernelbench_report(path, out_dir, force=force, progress=progress)
+    out.print(f"{len(report.written)} imported, {len(report.failed)} failed, of {report.files} KernelBench files",
+              markup=False)
+    if report.failed:
+        raise typer.Exit(1)
 
 
 @import_app.command("flashinfer-trace")
 def import_flashinfer_cmd(
     path: Path = typer.Argument(..., help="a FlashInfer-Trace dataset or SOL-ExecBench problem directories"),
     out_dir: Path = typer.Option(..., "--out", help="where to write the problem directories"),
+    force: bool = ForceOption,
 ) -> None:
     """FlashInfer-Trace / SOL-ExecBench definitions and workloads (safetensors inputs included)."""
     from solbench.problems.importers import import_flashinfer_trace
 
-    for d in import_flashinfer_trace(path, out_dir):
+    for d in import_flashinfer_trace(path, out_dir, force=force):
         out.print(str(d), markup=False)
 
 
@@ -358,8 +390,8 @@ def export(
     problem: Optional[str] = typer.Option(None, help="only this problem"),
 ) -> None:
     """Write stored results as flashinfer-trace Trace JSONL."""
-    from solbench.store.export import traces
     from solbench.store.db import Store
+    from solbench.store.export import traces
 
     if not db.exists():
         raise UserError(f"no database at {db}")
@@ -375,17 +407,19 @@ def export(
 
 
 def main() -> None:
-    from solbench.evaluate.trusted import end_with_signals
-
-    end_with_signals()  # trusted workers and their candidates end with this process, whatever ends it
     try:
+        from solbench.evaluate.trusted import end_with_signals
+
+        end_with_signals()  # trusted workers and their candidates end with this process, whatever ends it
         app()
-    except UserError as exc:
-        sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
-        sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except Exception as exc:  # outside any command (parsing, start-up): still one line
+        if os.environ.get("SOLBENCH_TRACEBACK") == "1":
+            traceback.print_exc()
+        sys.stderr.write(failure_line(exc, " ".join(sys.argv[1:2]) or "start-up") + "\n")
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ ROLES = (
     "rope_sin",  # sin of the same angles
     "zeros",
     "ones",
+    "sign",  # -1 or +1 with equal odds
 )
 
 

@@ -288,6 +288,8 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
         x = torch.zeros(shape, device=device)
     elif role == "ones":
         x = torch.ones(shape, device=device)
+    elif role == "sign":  # -1 or +1 with equal odds (hinge-loss targets)
+        x = torch.randint(0, 2, shape, generator=gen, device=device).mul_(2).sub_(1).to(torch.float32)
     else:  # activation: the draw's scale quantile is shared by every activation input of the draw
         u = float(torch.rand(1, generator=_params(angle_seed, "<activation scale>"), dtype=torch.float64))
         if spec.range or spec.dtype in FLOAT8:  # within a range

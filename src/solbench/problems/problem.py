@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from solbench.errors import UserError
 from solbench.problems.definition import Definition
+from solbench.problems.modules import remember_source
 from solbench.problems.solution import _first_error
 from solbench.problems.workload import Workload, parse_workload_line
 
@@ -61,9 +62,18 @@ class Problem:
         return h.hexdigest()[:16]
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a UTF-8 text file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read it ({exc.strerror})") from None
+
+
 def _read_json(path: Path) -> object:
     try:
-        return json.loads(path.read_text())
+        return json.loads(_read_text(path))
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
 
@@ -78,7 +88,7 @@ def load_definition(path: Path) -> Definition:
 
 def load_workloads(path: Path, definition: Definition) -> list[Workload]:
     workloads: list[Workload] = []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+    for lineno, line in enumerate(_read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -129,9 +139,11 @@ def load_problem(name_or_dir: str | Path) -> Problem:
     definition = load_definition(directory / "definition.json")
     ref_path = directory / "reference.py"
     if ref_path.is_file():
-        reference = ref_path.read_text()
+        reference = _read_text(ref_path)
+        remember_source(reference, ref_path)
     elif definition.reference:
         reference = definition.reference
+        remember_source(reference, None)  # imported from a copy in the source cache (modules.py)
     else:
         raise UserError(f"{directory}: no reference.py and no 'reference' in definition.json")
     if "def run" not in reference:
@@ -143,7 +155,9 @@ def load_problem(name_or_dir: str | Path) -> Problem:
     if not workloads:
         raise UserError(f"{wl_path}: no workloads")
     baseline_path = directory / "baseline.py"
-    baseline = baseline_path.read_text() if baseline_path.is_file() else None
+    baseline = _read_text(baseline_path) if baseline_path.is_file() else None
+    if baseline is not None:
+        remember_source(baseline, baseline_path, "baseline")
     solutions_dir = directory / "solutions"
     examples = sorted(solutions_dir.glob("*.py")) + sorted(solutions_dir.glob("*.json")) if solutions_dir.is_dir() else []
     return Problem(directory, definition, workloads, reference, baseline, examples)

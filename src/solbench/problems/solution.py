@@ -2,17 +2,26 @@
 
 A solution is either a Solution JSON (sources inline, ``entry_point`` as
 ``file::function``, destination-passing style by default) or a bare ``.py``
-file whose ``run(*inputs)`` returns the outputs.
+file whose ``run(*inputs)`` returns the outputs. For a problem imported from
+KernelBench, a file that defines KernelBench's ``class ModelNew`` (and no
+``run``) is a solution too: ``with_kernelbench`` adds what its adapter needs
+(evaluate/languages/base.py builds ``ModelNew(*get_init_inputs())`` and feeds
+it the problem's parameter inputs by name).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from solbench.errors import UserError
+from solbench.evaluate.languages.base import (
+    KERNELBENCH_SIDECAR,  # what a ModelNew solution carries for its adapter
+)
 
 
 class SourceFile(BaseModel):
@@ -109,16 +118,52 @@ def solution_from_python(path: Path, definition: str | None = None, language: st
     )
 
 
-def load_solution(path: str | Path, definition: str | None = None) -> Solution:
+
+def _defines(source: str, what: str) -> bool:
+    return bool(re.search(rf"^(class|def)\s+{what}\b", source, re.MULTILINE))
+
+
+def with_kernelbench(solution: Solution, definition: Any) -> Solution:
+    """``solution`` plus the adapter's facts when the problem was imported from KernelBench and the entry file
+    defines ``ModelNew`` instead of the entry function: the forward's input count, the dotted names of the
+    param_* inputs, ``get_init_inputs()``. Anything else is returned as it is."""
+    facts = (getattr(definition, "model_extra", None) or {}).get("kernelbench")
+    if not isinstance(facts, dict) or any(s.path == KERNELBENCH_SIDECAR for s in solution.sources):
+        return solution
+    entry = next((s for s in solution.sources if s.path == solution.spec.entry_file), None)
+    function = solution.spec.entry_function
+    if entry is None or not _defines(entry.content, "ModelNew") or (
+            function != "ModelNew" and _defines(entry.content, function)):
+        return solution
+    sidecar = {"forward_inputs": facts.get("forward_inputs"), "state": facts.get("state", []),
+               "init_inputs": facts.get("init_inputs")}
+    return solution.model_copy(update={"sources": [*solution.sources, SourceFile(
+        path=KERNELBENCH_SIDECAR, content=json.dumps(sidecar, indent=1) + "\n")]})
+
+
+def load_solution(path: str | Path, definition: Any = None) -> Solution:
+    """A Solution JSON or a bare .py; ``definition`` is the problem's name or its Definition (which also lets a
+    KernelBench ``ModelNew`` file be the solution of an imported KernelBench problem)."""
+    solution = _load_solution(path, definition.name if hasattr(definition, "name") else definition)
+    return with_kernelbench(solution, definition) if hasattr(definition, "name") else solution
+
+
+def _load_solution(path: str | Path, definition: str | None = None) -> Solution:
     p = Path(path)
     if not p.exists():
         raise UserError(f"solution file not found: {p}")
     if p.is_dir():
         raise UserError(f"solution must be a .py or .json file, not a directory: {p}")
-    if p.suffix == ".py":
-        return solution_from_python(p, definition)
     try:
-        obj = json.loads(p.read_text())
+        if p.suffix == ".py":
+            return solution_from_python(p, definition)
+        text = p.read_text()
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: not a text file") from None
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read it ({exc.strerror})") from None
+    try:
+        obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{p}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     try:

@@ -1,0 +1,96 @@
+"""No traceback reaches a user: the guard every command of the command line runs under.
+
+A mistake the user can make (``UserError``, a path that cannot be read or written, a results database that is
+not one) is one line and exit 2; anything else is solbench's own failure, also one line (the exception and
+where it was raised) and exit 2. ``SOLBENCH_TRACEBACK=1`` prints the traceback as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from solbench.errors import UserError
+
+
+def one_line(text: str, limit: int = 600) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def where(exc: BaseException) -> str:
+    """Where the exception was raised, outside installed packages (torch's internals): ``file:line in fn``."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if "site-packages" not in f.filename and "dist-packages" not in f.filename]
+    if not (own or frames):
+        return "?"
+    f = (own or frames)[-1]
+    parts = Path(f.filename).parts
+    short = "/".join(parts[parts.index("solbench"):]) if "solbench" in parts else f.filename
+    return f"{short}:{f.lineno} in {f.name}"
+
+
+def failure_line(exc: BaseException, command: str) -> str:
+    """The one line a failure of ``command`` prints."""
+    import sqlite3
+
+    if isinstance(exc, UserError):
+        return f"error: {one_line(exc)}"
+    if isinstance(exc, OSError) and getattr(exc, "filename", None):
+        return f"error: {exc.filename}: {exc.strerror or one_line(exc)}"
+    if isinstance(exc, sqlite3.DatabaseError):
+        return f"error: the results database: {one_line(exc)} (is --db a solbench database?)"
+    return (f"error: solbench {command} failed: {type(exc).__name__}: {one_line(exc, 400)} "
+            f"(at {where(exc)}; SOLBENCH_TRACEBACK=1 prints the traceback)")
+
+
+def _quiet_tracing() -> None:
+    """Tracing a reference on fake tensors may fail (a Triton kernel, data-dependent code); the analysis reports
+    that as ``no_sol_bound``, so torch's own log of the attempt (a traceback) is not shown."""
+    import logging
+    import warnings
+
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    if not any(getattr(f, "_solbench", False) for f in logger.filters):  # a filter: torch's import resets levels
+        def drop(record) -> bool:
+            return False
+        drop._solbench = True
+        logger.addFilter(drop)
+    warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")
+
+
+def guard(fn, command: str):
+    @functools.wraps(fn)
+    def guarded(*args, **kwargs):
+        _quiet_tracing()
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if os.environ.get("SOLBENCH_TRACEBACK") == "1":
+                traceback.print_exc()
+            sys.stderr.write(failure_line(exc, command) + "\n")
+            raise typer.Exit(2) from None
+    return guarded
+
+
+class GuardedTyper(typer.Typer):
+    """A Typer whose commands run under ``guard`` (``prefix``: the command group's name, for the message)."""
+
+    prefix = ""
+
+    def command(self, name: Optional[str] = None, *args, **kwargs):
+        register = super().command(name, *args, **kwargs)
+
+        def decorator(fn):
+            command = (self.prefix + " " if self.prefix else "") + (name or fn.__name__.removesuffix("_cmd"))
+            register(guard(fn, command))
+            return fn
+        return decorator

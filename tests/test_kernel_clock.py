@@ -119,3 +119,25 @@ def test_a_spin_kernel_of_the_solutions_own_leaves_the_round_to_events():
     records.append(Record("at::cuda::spin_kernel(long)", flush_end + 5 * US, flush_end + 8 * US, 9998))
     launches[9998] = w.calls[0][0] + US
     assert not spans(records, launches, w).complete
+
+
+def test_a_round_without_cupti_keeps_its_event_times_and_says_why(monkeypatch):
+    from solbench.evaluate import kernel_clock
+    from solbench.evaluate.timing import Round
+
+    off = kernel_clock.RoundClock(False)
+    assert off.start() is kernel_clock.NO_WINDOWS
+    out = Round(samples_ms=[0.004, 0.005])
+    off.finish(out)
+    assert out.method == "cuda_events" and out.samples_ms == [0.004, 0.005] and out.clock_note is None
+
+    def refuse(self):
+        self.error = "CUPTI_ERROR_NOT_INITIALIZED"
+        return False
+
+    monkeypatch.setattr(kernel_clock.Session, "open", refuse)
+    on = kernel_clock.RoundClock(True)
+    assert on.start() is kernel_clock.NO_WINDOWS
+    out = Round(samples_ms=[0.004])
+    on.finish(out)
+    assert out.method == "cuda_events" and "CUPTI unavailable" in out.clock_note

@@ -224,3 +224,57 @@ class Session:
         prof.__exit__(None, None, None)
         records, launches = from_kineto(prof.kineto_results.events())
         return spans(records, launches, self.windows)
+
+
+class _NoWindows:
+    """The windows of a round timed by events alone: nothing to note."""
+
+    def begin(self) -> None: ...
+
+    def calling(self) -> None: ...
+
+    def called(self) -> None: ...
+
+    def done(self) -> None: ...
+
+
+NO_WINDOWS = _NoWindows()
+
+
+class RoundClock:
+    """A round's CUPTI clock (``kernel_clock``): opened at its first held call, read at its end. Where CUPTI
+    cannot be used the round keeps its event times and notes why."""
+
+    def __init__(self, on: bool):
+        self.on = on
+        self.session = None
+        self.note: str | None = None
+
+    def start(self):
+        if not self.on:
+            return NO_WINDOWS
+        if self.session is None:
+            session = Session()
+            if not session.open():
+                self.on, self.note = False, f"CUPTI unavailable: {session.error}"
+                return NO_WINDOWS
+            self.session = session
+        return self.session.windows
+
+    def finish(self, out) -> None:
+        """Put the round's kernel spans in ``out`` (a ``timing.Round``), its event times beside them."""
+        if self.session is None:
+            out.clock_note = self.note
+            return
+        times = self.session.close()
+        out.event_ms = list(out.samples_ms)
+        if times is None or not times.complete or len(times.spans_ms) != len(out.samples_ms):
+            placed = 0 if times is None else sum(s is not None for s in times.spans_ms)
+            out.clock_note = f"CUPTI records placed for {placed} of {len(out.samples_ms)} calls"
+            return
+        out.samples_ms = [float(s) for s in times.spans_ms]
+        out.method, out.stray, out.event_gaps = "cupti", times.stray, wide_gaps(out.samples_ms, out.event_ms)
+
+    def abort(self) -> None:
+        if self.session is not None:
+            self.session.abort()

@@ -23,6 +23,7 @@ from typing import Callable
 
 import torch
 
+from solbench.evaluate.kernel_clock import NO_WINDOWS, RoundClock
 from solbench.evaluate.stats import converged, summarize
 
 
@@ -184,7 +185,7 @@ def round_cuda(call: Call, kinds: list[str], flusher: Flusher, cfg: TimingConfig
     after = after or _nothing
     prepare = prepare or _nothing
     out = Round()
-    clock = _KernelClock(cfg) if "held" in kinds else None
+    clock = RoundClock(cfg.clock == "cupti") if "held" in kinds else None
     try:
         _run_round(call, kinds, flusher, cfg, hold, tails, check, after, prepare, out, clock)
     except BaseException:
@@ -231,12 +232,12 @@ def _run_round(call, kinds, flusher, cfg, hold, tails, check, after, prepare, ou
             k += 1
         else:
             batch = []
-            win = clock.start() if clock is not None else _NO_WINDOWS
+            win = clock.start() if clock is not None else NO_WINDOWS
             while k < len(kinds) and kinds[k] == "held" and len(batch) < cfg.batch:
                 win.begin()
                 prepare(k)
                 # with the CUPTI clock every held call gets a spin kernel, however short: it marks the call
-                cycles = hold.cycles or (0 if win is _NO_WINDOWS else 1)
+                cycles = hold.cycles or (0 if win is NO_WINDOWS else 1)
                 if cycles:
                     torch.cuda._sleep(cycles)
                 flusher()
@@ -264,61 +265,6 @@ def _run_round(call, kinds, flusher, cfg, hold, tails, check, after, prepare, ou
                 out.samples_ms.append(t_tail)
                 if tails is not None:
                     out.unjoined_ms.append(t_tail - t_end)
-
-
-class _NoWindows:
-    def begin(self) -> None: ...
-
-    def calling(self) -> None: ...
-
-    def called(self) -> None: ...
-
-    def done(self) -> None: ...
-
-
-_NO_WINDOWS = _NoWindows()
-
-
-class _KernelClock:
-    """A round's CUPTI clock (``kernel_clock``): opened at its first held call, read at its end. Where CUPTI
-    cannot be used the round keeps its event times and notes why."""
-
-    def __init__(self, cfg: TimingConfig):
-        self.on = cfg.clock == "cupti"
-        self.session = None
-        self.note: str | None = None
-
-    def start(self):
-        if not self.on:
-            return _NO_WINDOWS
-        if self.session is None:
-            from solbench.evaluate.kernel_clock import Session
-
-            session = Session()
-            if not session.open():
-                self.on, self.note = False, f"CUPTI unavailable: {session.error}"
-                return _NO_WINDOWS
-            self.session = session
-        return self.session.windows
-
-    def finish(self, out: Round) -> None:
-        if self.session is None:
-            out.clock_note = self.note
-            return
-        times = self.session.close()
-        out.event_ms = list(out.samples_ms)
-        if times is None or not times.complete or len(times.spans_ms) != len(out.samples_ms):
-            placed = 0 if times is None else sum(s is not None for s in times.spans_ms)
-            out.clock_note = f"CUPTI records placed for {placed} of {len(out.samples_ms)} calls"
-            return
-        from solbench.evaluate.kernel_clock import wide_gaps
-
-        out.samples_ms = [float(s) for s in times.spans_ms]
-        out.method, out.stray, out.event_gaps = "cupti", times.stray, wide_gaps(out.samples_ms, out.event_ms)
-
-    def abort(self) -> None:
-        if self.session is not None:
-            self.session.abort()
 
 
 def round_cpu(call: Call, kinds: list[str], cfg: TimingConfig, check: Check | None = None,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU check in one call: the main job on the starter suite, the GPU test set, benchmarks.
 # Usage: scripts/gpu-check.sh [stage ...]
-#   stages: tests (= fast bundled), quick (the integrity corpus and the timing tests alone, about a minute),
+#   stages: tests (= fast bundled), quick (the integrity corpus, the timing, hang and tf32x3 tests, about 3 min),
 #           fast (the GPU test set but the bundled examples), bundled (every starter
 #           example on the GPU, baselines included), run (the main job), bench, ncu, calibrate, floor, start, probe,
 #           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without),
@@ -42,7 +42,7 @@ for stage in "${stages[@]}"; do
              2>&1 | tee "$OUT/run.txt" ;;
     fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "not test_bundled_examples" tests \
              </dev/null 2>&1 | tee "$OUT/fast.txt" ;;
-    quick) timeout ${QUICK_LIMIT:-150} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest or \
+    quick) timeout ${QUICK_LIMIT:-240} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest or \
              held_stream or side_stream or cupti or graph_time or persisting or set_aside or profiler or repeats or fault \
              or hang or tf32" tests \
              </dev/null 2>&1 | tee "$OUT/quick.txt" ;;

@@ -36,21 +36,26 @@ def _gb(n: int) -> str:
     return f"{n / 1e9:.2f} GB"
 
 
-def footprint(problem, uuid: str) -> Footprint:
+def tensor_bytes(definition, specs, axes: dict[str, int], anchor: bool = False) -> int:
+    """Bytes of the dense tensors ``specs`` (a definition's inputs or outputs) at ``axes``; with ``anchor``, as
+    the float64 anchor holds them (floating tensors widened to 8 bytes)."""
     from solbench.problems.inputs import torch_dtype
 
+    total = 0
+    for _, spec in specs.items():
+        n = 1
+        for s in definition.shape_of(spec, axes) or ():
+            n *= int(s)
+        dt = torch_dtype(spec.dtype)
+        total += n * (8 if anchor and dt.is_floating_point else dt.itemsize)
+    return total
+
+
+def footprint(problem, uuid: str) -> Footprint:
     d = problem.definition
     axes = d.resolve_axes(problem.workload(uuid).axes)
-    sizes = {"in": 0, "out": 0, "anchor": 0}
-    for kind, specs in (("in", d.inputs), ("out", d.outputs)):
-        for _, spec in specs.items():
-            n = 1
-            for s in d.shape_of(spec, axes) or ():
-                n *= int(s)
-            dt = torch_dtype(spec.dtype)
-            sizes[kind] += n * dt.itemsize
-            sizes["anchor"] += n * (8 if dt.is_floating_point else dt.itemsize)
-    return Footprint(sizes["in"], sizes["out"], sizes["anchor"])
+    return Footprint(tensor_bytes(d, d.inputs, axes), tensor_bytes(d, d.outputs, axes),
+                     tensor_bytes(d, d.inputs, axes, anchor=True) + tensor_bytes(d, d.outputs, axes, anchor=True))
 
 
 def available_bytes(device: str) -> int | None:
@@ -64,14 +69,9 @@ def available_bytes(device: str) -> int | None:
         except OSError:
             return None
         return None
-    try:
-        from solbench.hardware.telemetry import _handle, _try
+    from solbench.hardware.telemetry import gpu_free_memory_bytes
 
-        nv, h = _handle(int(device.split(":")[1]) if ":" in device else 0)
-        info = _try(nv.nvmlDeviceGetMemoryInfo, h) if h is not None else None
-        return int(info.free) if info is not None else None
-    except Exception:
-        return None
+    return gpu_free_memory_bytes(int(device.split(":")[1]) if ":" in device else 0)
 
 
 def too_large(problem, uuids: list[str], device: str) -> dict[str, str]:

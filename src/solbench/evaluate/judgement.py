@@ -31,16 +31,10 @@ def hard_floor_ms(problem: Problem, axes: dict[str, int], datasheet: Ceilings, l
     """What no honest call can beat whatever the counted work: the latency floor, and writing the fresh outputs
     (every element is checked to be there) beyond what the last-level cache could hold back, at the datasheet's
     DRAM bandwidth. Unknown cache size: the largest known (256 MB)."""
-    from solbench.problems.inputs import torch_dtype
+    from solbench.evaluate.footprint import tensor_bytes
 
     d = problem.definition
-    out_bytes = 0
-    for _, spec in d.outputs.items():
-        shape = d.shape_of(spec, axes) or ()
-        n = 1
-        for s in shape:
-            n *= int(s)
-        out_bytes += n * torch_dtype(spec.dtype).itemsize
+    out_bytes = tensor_bytes(d, d.outputs, axes)
     llc = llc_bytes if llc_bytes is not None else 256 << 20
     return max(datasheet.launch_floor_s, max(0, out_bytes - llc) / datasheet.dram_bytes_per_s) * 1e3
 

@@ -6,7 +6,7 @@ records time the kernels themselves. The session is torch's kineto (the autograd
 only: ``integrity.language.profiler_session``), started around a round's held calls.
 
 Per held call the harness notes, on the host's clock (``time.time_ns``, the clock kineto stamps its host-side
-records with), the windows in which the harness prepares the call and the solution runs. Then:
+records with), the window in which each call runs (``Windows``). Then:
 
 - the harness's own records are found by their place on the timing stream: each held call is preceded there by
   one spin kernel (the hold) and the flush (a memset and a reduction right after it), so the round's n spin
@@ -23,6 +23,7 @@ round then keeps its event times and says so (``KernelTimes.complete``).
 
 from __future__ import annotations
 
+import bisect
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,27 +75,16 @@ class KernelTimes:
 
 @dataclass
 class Windows:
-    """Host-clock windows of one round's held calls, in order: the harness's before each call (inputs, hold, flush:
-    [h0, c0)), the solution's (its call, the result's checks: [c0, c1]) and the harness's after it (the output's
-    copy: (c1, h1])."""
+    """Host-clock windows of one round's held calls, in order: from just before the solution's call to after the
+    harness has checked its result ([c0, c1]). A launch inside one is that call's."""
 
-    harness: list[tuple[int, int]] = field(default_factory=list)
     calls: list[tuple[int, int]] = field(default_factory=list)
-    after: list[tuple[int, int]] = field(default_factory=list)
-
-    def begin(self) -> None:
-        self._h0 = time.time_ns()
 
     def calling(self) -> None:
         self._c0 = time.time_ns()
-        self.harness.append((self._h0, self._c0))
 
     def called(self) -> None:
-        self._c1 = time.time_ns()
-        self.calls.append((self._c0, self._c1))
-
-    def done(self) -> None:
-        self.after.append((self._c1, time.time_ns()))
+        self.calls.append((self._c0, time.time_ns()))
 
 
 def _in(t: int, windows: list[tuple[int, int]]) -> int | None:
@@ -119,13 +109,10 @@ def spans(records: list[Record], launches: dict[int, int], windows: Windows) -> 
         t = launches.get(r.correlation)
         if t is not None and _in(t, windows.calls) is None:
             stray += 1
-        k = None
-        for i in range(n):
-            if flush_end[i] <= r.start:
-                k = i
-        if k is None:  # before the first flush ended: a call's launch says whose it is, else the first call's
-            k = _in(t, windows.calls) if t is not None else None
-        per_call[0 if k is None else k].append(r)
+        k = bisect.bisect_right(flush_end, r.start) - 1  # the last call whose flush had ended (flush_end rises)
+        if k < 0:  # before the first flush ended: a call's launch says whose it is, else the first call's
+            k = (_in(t, windows.calls) if t is not None else None) or 0
+        per_call[k].append(r)
     out = [(max(r.end for r in rs) - min(r.start for r in rs)) / 1e6 if rs else None for rs in per_call]
     return KernelTimes(spans_ms=out, stray=stray)
 
@@ -229,13 +216,9 @@ class Session:
 class _NoWindows:
     """The windows of a round timed by events alone: nothing to note."""
 
-    def begin(self) -> None: ...
-
     def calling(self) -> None: ...
 
     def called(self) -> None: ...
-
-    def done(self) -> None: ...
 
 
 NO_WINDOWS = _NoWindows()

@@ -234,7 +234,6 @@ def _run_round(call, kinds, flusher, cfg, hold, tails, check, after, prepare, ou
             batch = []
             win = clock.start() if clock is not None else NO_WINDOWS
             while k < len(kinds) and kinds[k] == "held" and len(batch) < cfg.batch:
-                win.begin()
                 prepare(k)
                 # with the CUPTI clock every held call gets a spin kernel, however short: it marks the call
                 cycles = hold.cycles or (0 if win is NO_WINDOWS else 1)
@@ -252,7 +251,6 @@ def _run_round(call, kinds, flusher, cfg, hold, tails, check, after, prepare, ou
                 win.called()
                 end.record()
                 after(k, result)
-                win.done()
                 batch.append((start, end, marks, host))
                 k += 1
             sync()

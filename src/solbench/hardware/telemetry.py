@@ -155,3 +155,10 @@ def gpu_static_info(index: int = 0) -> dict | None:
         "peak_dram_gbs": peak,
         "driver_version": driver,
     }
+
+
+def gpu_free_memory_bytes(index: int = 0) -> int | None:
+    """Free device memory of GPU ``index`` in bytes, as NVML reports it, or None."""
+    nv, h = _handle(index)
+    info = _try(nv.nvmlDeviceGetMemoryInfo, h) if h is not None else None
+    return int(info.free) if info is not None else None

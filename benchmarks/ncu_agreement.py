@@ -50,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--list", action="store_true", help="print the cases and exit (no GPU needed)")
     ap.add_argument("--clocks", default="solbench,ncu,cupti", help="which clocks to read (comma-separated)")
     ap.add_argument("--ncu-launches", type=int, default=5, help="profiled calls per case under ncu (>= 3)")
-    ap.add_argument("--cupti-calls", type=int, default=30, help="profiled calls per case for CUPTI (>= 20)")
+    ap.add_argument("--cupti-calls", type=int, default=60, help="profiled calls per case for CUPTI (>= 20)")
     ap.add_argument("--budget-s", type=float, default=270.0, help="the whole run's time limit (ncu ends 12 s before)")
     ap.add_argument("--ncu-reserve-s", type=float, default=40.0,
                     help="seconds of the budget kept for the ncu run (on the H200: 105 kernels in 8.1 s, 2026-12-01)")
@@ -178,6 +178,7 @@ def solbench_times(cases: list[Case], deadline: float, device: str = "cuda") -> 
             res = {"T_solbench_us": t * 1e3 if t is not None else None, "verdict": w.verdict,
                    "timing_method": getattr(w, "timing_method", None), "graph_us": g * 1e3 if g is not None else None,
                    "n_samples": getattr(w, "n_samples", None),
+                   "solbench_se_us": rep.median_se([x * 1e3 for x in getattr(w, "samples_ms", None) or []]),
                    "iqr_us": w.iqr_ms * 1e3 if getattr(w, "iqr_ms", None) is not None else None}
             e = getattr(w, "event_time_ms", None)  # with CUPTI timing: the event interval of the same samples
             if e is not None:
@@ -256,7 +257,8 @@ def assemble(cases: list[Case], sb: dict, nc: dict, cu: dict) -> list[dict[str, 
         if row.get("kernels_per_call") and row["kernels_per_call"] != case.kernels:
             row["cupti_error"] = "; ".join(filter(None, [row.get("cupti_error"), (
                 f"{row['kernels_per_call']} kernels per call, where the solution's source has {case.kernels}")]))
-        row.update(rep.compare(row["T_solbench_us"], row["T_ncu_us"], row["T_cupti_us"]))
+        row.update(rep.compare(row["T_solbench_us"], row["T_ncu_us"], row["T_cupti_us"], row.get("solbench_se_us"),
+                               row.get("cupti_se_us")))
         rows.append(row)
     return rows
 

@@ -34,6 +34,17 @@ def median(xs: Iterable[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def median_se(xs: list[float] | None, resamples: int = 400, seed: int = 0) -> float | None:
+    """The bootstrap standard error of the median of ``xs`` (None for fewer than 5 values)."""
+    import random
+
+    if not xs or len(xs) < 5:
+        return None
+    rng = random.Random(seed)
+    meds = [statistics.median(rng.choices(xs, k=len(xs))) for _ in range(resamples)]
+    return statistics.pstdev(meds)
+
+
 # ---------------------------------------------------------------- Nsight Compute CSV
 
 
@@ -162,6 +173,7 @@ def cupti_case_time(groups: list[list[tuple[str, float, float]]], calls: int) ->
     spans = [max(e[2] for e in g) - min(e[1] for e in g) for g in groups]
     busy = [sum(e[2] - e[1] for e in g) for g in groups]
     out.update(T_cupti_us=median(spans), cupti_busy_us=median(busy), cupti_calls=len(groups),
+               cupti_se_us=median_se(spans),
                kernels_per_call=len(groups[0]), kernel_names=[e[0] for e in groups[0]],
                cupti_min_us=min(spans), cupti_max_us=max(spans))
     return out
@@ -170,10 +182,13 @@ def cupti_case_time(groups: list[list[tuple[str, float, float]]], calls: int) ->
 # ---------------------------------------------------------------- comparison, table, summary
 
 
-def compare(t_solbench_us: float | None, t_ncu_us: float | None, t_cupti_us: float | None) -> dict[str, Any]:
+def compare(t_solbench_us: float | None, t_ncu_us: float | None, t_cupti_us: float | None,
+            se_solbench_us: float | None = None, se_cupti_us: float | None = None) -> dict[str, Any]:
     """The gaps and the targets of one case: solbench vs ncu in % (target: within 3% where ncu times 20 us or
     more; below that the row says "ncu cache control" and keeps the gap), solbench vs CUPTI in us (target: within
-    0.3 us at every size). A target whose clocks are missing is "n/a"."""
+    0.3 us at every size). A target whose clocks are missing is "n/a". With the two medians' standard errors,
+    ``gap_cupti_se_us`` is the standard error of their difference: a miss within two of them is a difference
+    the two sets of samples cannot tell from run-to-run noise (``cupti_within_noise``)."""
     sb, nc, cu = t_solbench_us, t_ncu_us, t_cupti_us
     gap_ncu = (sb - nc) / nc * 100.0 if sb is not None and nc else None
     gap_cupti = sb - cu if sb is not None and cu is not None else None
@@ -187,8 +202,13 @@ def compare(t_solbench_us: float | None, t_ncu_us: float | None, t_cupti_us: flo
         cupti_target = "n/a"
     else:
         cupti_target = "met" if abs(gap_cupti) <= CUPTI_ABS_US + 1e-9 else "missed"
-    return {"gap_ncu_pct": gap_ncu, "gap_cupti_us": gap_cupti, "ncu_target": ncu_target,
-            "cupti_target": cupti_target}
+    out = {"gap_ncu_pct": gap_ncu, "gap_cupti_us": gap_cupti, "ncu_target": ncu_target,
+           "cupti_target": cupti_target}
+    if gap_cupti is not None and se_solbench_us is not None and se_cupti_us is not None:
+        se = (se_solbench_us ** 2 + se_cupti_us ** 2) ** 0.5
+        out["gap_cupti_se_us"] = se
+        out["cupti_within_noise"] = abs(gap_cupti) <= 2 * se
+    return out
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -200,7 +220,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
          "ncu_met": count("ncu_target", "met"), "ncu_missed": count("ncu_target", "missed"),
          "ncu_cache_control": count("ncu_target", NCU_SMALL), "ncu_na": count("ncu_target", "n/a"),
          "cupti_met": count("cupti_target", "met"), "cupti_missed": count("cupti_target", "missed"),
-         "cupti_na": count("cupti_target", "n/a")}
+         "cupti_na": count("cupti_target", "n/a"),
+         "cupti_missed_within_noise": sum(1 for r in rows if r.get("cupti_target") == "missed"
+                                          and r.get("cupti_within_noise"))}
     s["met"] = s["ncu_met"] + s["cupti_met"]
     s["missed"] = s["ncu_missed"] + s["cupti_missed"]
     small = [r["T_solbench_us"] - r["T_ncu_us"] for r in rows
@@ -216,7 +238,8 @@ def summary_line(s: dict[str, Any]) -> str:
     line = (f"targets met: {s['met']}, missed: {s['missed']} over {s['cases']} cases "
             f"(ncu within {NCU_REL:.0%} at >= {NCU_MIN_US:g} us: {s['ncu_met']} met, {s['ncu_missed']} missed, "
             f"{s['ncu_cache_control']} below {NCU_MIN_US:g} us ({NCU_SMALL}), {s['ncu_na']} n/a; "
-            f"CUPTI within {CUPTI_ABS_US:g} us: {s['cupti_met']} met, {s['cupti_missed']} missed, {s['cupti_na']} n/a)")
+            f"CUPTI within {CUPTI_ABS_US:g} us: {s['cupti_met']} met, {s['cupti_missed']} missed "
+            f"({s.get('cupti_missed_within_noise', 0)} of them within two standard errors), {s['cupti_na']} n/a)")
     if s.get("ncu_small_gap_us_median") is not None:
         line += f"; below {NCU_MIN_US:g} us solbench - ncu is {s['ncu_small_gap_us_median']:+.2f} us (median)"
     if s.get("ncu_minus_cupti_small_us_median") is not None:
@@ -229,7 +252,7 @@ def _f(x: float | None, fmt: str) -> str:
 
 
 COLUMNS = (("case", 26), ("size", 12), ("k", 2), ("T_solbench", 10), ("T_ncu", 9), ("T_cupti", 9), ("sb-ncu", 8),
-           ("sb-cupti", 8), ("ncu target", 17), ("cupti", 6), ("timing", 12))
+           ("sb-cupti", 8), ("2se", 5), ("ncu target", 17), ("cupti", 6), ("timing", 12))
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -242,12 +265,14 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         cells = [r["case"], r.get("size", ""), str(k or "-"), _f(r.get("T_solbench_us"), ".2f"),
                  _f(r.get("T_ncu_us"), ".2f"), _f(r.get("T_cupti_us"), ".2f"), _f(r.get("gap_ncu_pct"), "+.1f") +
                  ("%" if r.get("gap_ncu_pct") is not None else ""), _f(r.get("gap_cupti_us"), "+.2f"),
+                 _f(2 * r["gap_cupti_se_us"] if r.get("gap_cupti_se_us") is not None else None, ".2f"),
                  r.get("ncu_target", "n/a"), r.get("cupti_target", "n/a"), str(r.get("timing_method") or "-")]
         out.append(" ".join(f"{c:>{w}s}" if i >= 2 else f"{c:{w}s}" for i, (c, (_, w)) in enumerate(zip(cells, COLUMNS))))
         for key in ("eval_error", "cupti_error", "ncu_error"):
             if r.get(key):
                 out.append(f"{'':4s}{key.split('_')[0]}: {r[key]}")
-    out.append("sb-ncu: (T_solbench - T_ncu) / T_ncu; sb-cupti: T_solbench - T_cupti in us; k: kernels per call")
+    out.append("sb-ncu: (T_solbench - T_ncu) / T_ncu; sb-cupti: T_solbench - T_cupti in us; 2se: two standard "
+               "errors of that difference (bootstrap of both medians); k: kernels per call")
     multi = [r for r in rows if (r.get("kernels_per_call") or 0) > 1]
     for r in multi:
         out.append(f"multi-kernel {r['case']}: CUPTI first start to last end {_f(r.get('T_cupti_us'), '.2f')} us, "

@@ -307,24 +307,28 @@ class RemoteSubject:
         from solbench.evaluate.arena import nbytes_for, nbytes_of
         from solbench.evaluate.ring import sentinel_fill
 
+        ph = self.ctx.phases  # nested in the worker's "calls": lending the inputs, the exchange, taking back
         shapes = self.ctx.out_shapes(axes)
-        arena = self._lend(sum(nbytes_of(x) for x in inputs) + sum(nbytes_for(s, d) for s, d in shapes))
-        in_slots = [arena.put(x) for x in inputs]
-        out_slots = [arena.reserve(s, d) for s, d in shapes]
-        for slot in out_slots:
-            sentinel_fill(arena.view(slot))
-        self._settle()
+        with ph("calls.lend"):
+            arena = self._lend(sum(nbytes_of(x) for x in inputs) + sum(nbytes_for(s, d) for s, d in shapes))
+            in_slots = [arena.put(x) for x in inputs]
+            out_slots = [arena.reserve(s, d) for s, d in shapes]
+            for slot in out_slots:
+                sentinel_fill(arena.view(slot))
+            self._settle()
         inplace = [self.ctx.input_names.index(n) for n in self.ctx.inplace]
-        reply, gone = self._exchange({"op": "call", "inputs": in_slots, "outputs": out_slots, "mode": mode,
-                                      "profile": profile, "inplace": inplace}, "called")
+        with ph("calls.exchange"):
+            reply, gone = self._exchange({"op": "call", "inputs": in_slots, "outputs": out_slots, "mode": mode,
+                                          "profile": profile, "inplace": inplace}, "called")
         if gone:
             return Called(failed=gone, lost=gone["verdict"] != "reward_hack", message=gone.get("message"))
         if reply.failed:
             return Called(failed=self._failure(reply), lost=reply.lost, codes=reply.codes)
-        outputs = self._outputs(reply.outputs, out_slots)
+        with ph("calls.collect"):
+            outputs = self._outputs(reply.outputs, out_slots)
+            after = [copied(arena.view(s)) for s in in_slots]
         if reply.count != len(shapes) and len(outputs) == len(shapes) and not reply.codes:
             outputs.append("an extra output")  # the count mismatch is judged as incorrect_shape
-        after = [copied(arena.view(s)) for s in in_slots]
         peak = reply.peak_memory_bytes  # the candidate's own report: informational
         return Called(outputs=outputs, inputs_after=after, codes=reply.codes,
                       peak_memory_bytes=peak if isinstance(peak, int) and peak >= 0 else None,

@@ -6,7 +6,9 @@
 #           example on the GPU, baselines included), run (the main job), bench, ncu, calibrate, floor, start, probe,
 #           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without),
 #           profcost (what the language proof's profiler adds per solution: PROFCOST_N solutions, off and on),
-#           isolation (which step of the candidate's sandbox this machine's CUDA tolerates, start and IPC)
+#           isolation (which step of the candidate's sandbox this machine's CUDA tolerates, start and IPC),
+#           agents (the agent loop, an external agent and a transfer experiment against a loopback model server,
+#           real GPU evaluations; then the loop's overhead), select (the GPU tests matching GPU_K, a pytest -k)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline (about 5 minutes for
@@ -48,6 +50,11 @@ for stage in "${stages[@]}"; do
              </dev/null 2>&1 | tee "$OUT/quick.txt" ;;
     bundled) timeout ${BUNDLED_LIMIT:-400} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k test_bundled_examples tests \
              </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
+    agents) { timeout ${AGENTS_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -s -p no:cacheprovider tests/test_gpu_agents.py; \
+             timeout 120 python3 benchmarks/bench_agent_loop.py --device cuda --attempts 3 --out "$OUT/agent-loop.json"; } \
+             </dev/null 2>&1 | tee "$OUT/agents.txt" ;;
+    select) timeout ${SELECT_LIMIT:-120} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "${GPU_K:?GPU_K}" tests \
+             </dev/null 2>&1 | tee "$OUT/select.txt" ;;
     probe) timeout 90 python3 benchmarks/probe_transport.py </dev/null 2>&1 | tee "$OUT/probe.txt" ;;
     repeat) timeout ${REPEAT_LIMIT:-150} python3 benchmarks/bench_repeat.py --out "$OUT/repeat.json" </dev/null 2>&1 \
              | tee "$OUT/repeat.txt" ;;
@@ -75,11 +82,11 @@ echo "== solbench GPU check =="
 printf '%-14s %s\n' stage result
 for stage in "${stages[@]}"; do printf '%-14s %s\n' "$stage" "${status[$stage]:-skipped}"; done
 # pytest runs verbose, so a stage stopped by its time limit still shows which tests ran and how they ended
-for f in quick fast bundled; do
+for f in quick fast bundled agents select; do
   [ -f "$OUT/$f.txt" ] || continue
   n() { grep -cE "^tests/[^ ]*$1[^ ]* $2" "$OUT/$f.txt"; }  # verbose pytest: "tests/FILE::TEST OUTCOME [ n%]"
   echo "-- $f: $(n '' PASSED) passed, $(n '' FAILED) failed, $(n '' ERROR) errors, $(n '' SKIPPED) skipped"
-  [ "$f" != bundled ] && echo "   exploits $(n test_exploit_is_caught PASSED) caught," \
+  [ "$f" = quick ] || [ "$f" = fast ] && echo "   exploits $(n test_exploit_is_caught PASSED) caught," \
     "$(n test_exploit_is_caught FAILED) missed; honest $(n test_honest_solution_passes PASSED) passed," \
     "$(n test_honest_solution_passes FAILED) rejected"
   grep -E "^(FAILED|ERROR) |^=+ .*(passed|failed).* =+$|^(exploits caught|honest solutions passed):" "$OUT/$f.txt" \

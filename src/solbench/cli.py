@@ -388,22 +388,38 @@ def export(
     output: Optional[Path] = typer.Option(None, "--out", help="write here instead of stdout"),
     evaluation: Optional[List[int]] = typer.Option(None, help="only these evaluation ids"),
     problem: Optional[str] = typer.Option(None, help="only this problem"),
+    trajectories: bool = typer.Option(False, "--trajectories", help="agent trajectories instead, one event per "
+                                      "line (a `replay` model reads them back)"),
+    experiment: Optional[str] = typer.Option(None, "--experiment", help="with --trajectories: only this one"),
 ) -> None:
-    """Write stored results as flashinfer-trace Trace JSONL."""
+    """Write stored results as flashinfer-trace Trace JSONL, or agent trajectories as JSONL."""
     from solbench.store.db import Store
-    from solbench.store.export import traces
+    from solbench.store.export import trajectory_lines, traces
 
     if not db.exists():
         raise UserError(f"no database at {db}")
     store = Store(db)
-    ids = list(evaluation) if evaluation else store.evaluation_ids(problem=problem)
-    lines = [json.dumps(t) for t in traces(store, ids)]
+    if trajectories:
+        lines = [json.dumps(t, default=str) for t in trajectory_lines(store, experiment, problem)]
+    else:
+        ids = list(evaluation) if evaluation else store.evaluation_ids(problem=problem)
+        lines = [json.dumps(t) for t in traces(store, ids)]
     text = "\n".join(lines) + ("\n" if lines else "")
     if output:
         output.write_text(text)
-        err.print(f"wrote {len(lines)} traces to {output}")
+        err.print(f"wrote {len(lines)} {'events' if trajectories else 'traces'} to {output}")
     else:
         sys.stdout.write(text)
+
+
+def _agents() -> None:
+    from solbench.cli_agents import agent_app, experiment_app
+
+    app.add_typer(agent_app, name="agent")
+    app.add_typer(experiment_app, name="experiment")
+
+
+_agents()
 
 
 def main() -> None:

@@ -43,3 +43,17 @@ def traces(store, evaluation_ids: list[int]) -> Iterator[dict[str, Any]]:
                                  "hardware_id": ev.hardware},
                 },
             }
+
+
+def trajectory_lines(store, experiment: str | None = None, problem: str | None = None) -> Iterator[dict[str, Any]]:
+    """Agent trajectories, one event per line with its trajectory's key, arm, problem, model and language: the
+    format a ``replay`` model reads (its reply events carry ``reply``), and any JSONL tool reads."""
+    from solbench.store.journal import trajectories
+
+    for t in trajectories(store.conn, experiment):
+        if problem and t["problem"] != problem:
+            continue
+        head = {k: t[k] for k in ("key", "experiment", "arm", "problem", "model", "language", "chip", "replicate")}
+        for e in t["events"]:
+            yield {**head, **e, "attempt": t["key"]}
+        yield {**head, "kind": "result", "status": t["status"], "result": t["result"]}

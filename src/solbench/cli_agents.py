@@ -1,0 +1,214 @@
+"""``solbench agent ...`` and ``solbench experiment ...``: agents and transfer experiments from the command line.
+
+Parse, call ``solbench.agents`` / ``solbench.experiments``, render; every command runs under solbench.guard
+(one line and exit 2 for a user's error)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from solbench.errors import UserError
+from solbench.guard import GuardedTyper
+
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+
+
+class _Agent(GuardedTyper):
+    prefix = "agent"
+
+
+class _Experiment(GuardedTyper):
+    prefix = "experiment"
+
+
+agent_app = _Agent(no_args_is_help=True, help="Agents that write kernels: run one, report on many.")
+experiment_app = _Experiment(no_args_is_help=True, help="Experiments on agents (skill transfer).")
+
+ModelsOption = typer.Option(Path("models.toml"), "--models", help="model file (TOML; docs/AGENTS.md)")
+
+
+def _budget(attempts, submissions, tokens, usd, wall_s):
+    from solbench.agents.types import Budget
+
+    return Budget(attempts=attempts, submissions=submissions, tokens=tokens, usd=usd, wall_s=wall_s)
+
+
+def _setup(device: str, heldout: int, mode: str, budget, templates, experiment: str, secret: Optional[int],
+           external: Optional[str], baselines: Optional[str], store) -> "object":
+    from solbench.agents.session import Setup
+
+    if mode not in ("chat", "tools"):
+        raise UserError(f"--mode must be chat or tools, not {mode!r}")
+    kinds = None if baselines is None else tuple(b for b in baselines.split(",") if b)
+    # the run's secret (held-out draws, input seeds) is kept in the database, never shown to the agent
+    if secret is None:
+        row = store.conn.execute("SELECT value FROM meta WHERE key=?", (f"agent_secret:{experiment}",)).fetchone()
+        secret = int(row[0]) if row else secrets.randbits(62)
+        store.conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (f"agent_secret:{experiment}", str(secret)))
+        store.conn.commit()
+    return Setup(device=device, heldout=heldout, mode=mode, budget=budget, template_dirs=tuple(templates or ()),
+                 experiment=experiment, secret=secret, external=external, baselines=kinds)
+
+
+@agent_app.command("run")
+def agent_run(
+    problem: str = typer.Option(..., "--problem", help="bundled problem name or directory"),
+    model: str = typer.Option(..., "--model", help="a model named in --models"),
+    models: Path = ModelsOption,
+    language: str = typer.Option("triton", "--language"),
+    device: str = typer.Option("auto", "--device"),
+    mode: str = typer.Option("chat", "--mode", help="chat (code in replies) or tools (evaluate as a function)"),
+    agent_cmd: Optional[str] = typer.Option(None, "--agent-cmd", help="run this agent CLI instead of the "
+                                            "built-in loop, in a workspace with TASK.md and ./submit"),
+    attempts: Optional[int] = typer.Option(10, "--turns", help="model turns"),
+    submissions: Optional[int] = typer.Option(10, "--submissions", help="graded submissions"),
+    tokens: Optional[int] = typer.Option(None, "--tokens"),
+    usd: Optional[float] = typer.Option(None, "--usd"),
+    wall_s: Optional[float] = typer.Option(None, "--wall-s"),
+    heldout: int = typer.Option(3, "--heldout", help="held-out workloads that score (no feedback shows them)"),
+    replicate: int = typer.Option(0, "--replicate"),
+    experiment: str = typer.Option("agent", "--experiment", help="name under which trajectories are stored"),
+    templates: Optional[List[Path]] = typer.Option(None, "--templates", help="prompt template directory"),
+    baselines: Optional[str] = typer.Option(None, "--baselines", help="comma-separated baseline kinds"),
+    seed: Optional[int] = typer.Option(None, "--secret", help="the run's secret seed (default: random, stored)"),
+    db: Path = typer.Option("solbench.db", "--db"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """One attempt at one problem: the built-in loop, or an external agent command."""
+    from solbench.agents.models import ModelConfig, load_model
+    from solbench.agents.session import run_attempt
+    from solbench.cli import _device
+    from solbench.problems.problem import load_problem
+    from solbench.store.db import Store
+
+    # an external agent brings its own model: --model only labels its results (prices from --models if given)
+    cfg = load_model(models, model) if agent_cmd is None or models.exists() else ModelConfig.model_construct(
+        name=model, provider="openai", model=model)
+    prob = load_problem(problem)
+    store = Store(db)
+    setup = _setup(_device(device), heldout, mode, _budget(attempts, submissions, tokens, usd, wall_s), templates,
+                   experiment, seed, agent_cmd, baselines, store)
+    r = run_attempt(prob, language, cfg, setup, store, arm="solo", replicate=replicate)
+    if as_json:
+        sys.stdout.write(r.model_dump_json(indent=1) + "\n")
+        return
+    best = r.best
+    out.print(f"{r.key}: {len(r.graded)} submission(s), {r.turns} turn(s), {r.usage.total} tokens, "
+              f"${r.usd:.4f}, {r.wall_s:.1f} s; stopped: {r.stopped}", markup=False)
+    if best is not None:
+        out.print(f"best: submission {best.submission} {best.verdict}; held-out SOL score "
+                  f"{best.score_sol if best.score_sol is not None else 'n/a'}, speedup "
+                  f"{best.score_speedup if best.score_speedup is not None else 'n/a'}", markup=False)
+
+
+@agent_app.command("report")
+def agent_report(
+    db: Path = typer.Option("solbench.db", "--db"),
+    experiment: Optional[str] = typer.Option(None, "--experiment"),
+    by: str = typer.Option("model", "--by", help="comma-separated: model, language, source, family, chip"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Metrics over stored attempts: correctness, pass@k, fast_p, the R@t ladder and S, SOL score, the
+    two-level geometric-mean speedup, tokens and money per success, wall time."""
+    from solbench.agents.loop import AttemptResult
+    from solbench.agents.metrics import summarize
+    from solbench.agents.session import trial_of
+    from solbench.problems.problem import load_problem
+    from solbench.store.db import Store
+    from solbench.store.journal import trajectories
+
+    if not db.exists():
+        raise UserError(f"no database at {db}")
+    trials, problems = [], {}
+    for t in trajectories(Store(db).conn, experiment):
+        if t["status"] != "finished" or not t["result"]:
+            continue
+        r = AttemptResult.model_validate(t["result"])
+        if r.problem not in problems:
+            try:
+                problems[r.problem] = load_problem(r.problem)
+            except UserError:
+                problems[r.problem] = None
+        trials.append(trial_of(r, problems[r.problem]))
+    rows = summarize(trials, by=tuple(k for k in by.split(",") if k))
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=1, default=str) + "\n")
+        return
+    keys = [k for k in ("n", "solved", "correct", "pass@1", "fast_1", "S", "sol", "speedup", "tokens_per_success",
+                        "usd_per_success", "wall_s") if rows and k in rows[0]]
+    table = Table(*[*by.split(","), *keys])
+    for row in rows:
+        table.add_row(*[str(row.get(k, "")) for k in by.split(",")],
+                      *[f"{row[k]:.3g}" if isinstance(row.get(k), float) else str(row.get(k)) for k in keys])
+    out.print(table)
+
+
+@experiment_app.command("transfer")
+def experiment_transfer(
+    problems: str = typer.Option(..., "--problems", help="comma-separated problem names or directories"),
+    pair: str = typer.Option("triton,pytorch", "--pair", help="the two languages A,B"),
+    model: str = typer.Option(..., "--model"),
+    models: Path = ModelsOption,
+    replicates: int = typer.Option(1, "--replicates"),
+    gate: str = typer.Option("none", "--gate", help="none, source_passed or source_beat_solo"),
+    device: str = typer.Option("auto", "--device"),
+    mode: str = typer.Option("chat", "--mode"),
+    attempts: Optional[int] = typer.Option(10, "--turns"),
+    submissions: Optional[int] = typer.Option(10, "--submissions"),
+    tokens: Optional[int] = typer.Option(None, "--tokens"),
+    usd: Optional[float] = typer.Option(None, "--usd"),
+    wall_s: Optional[float] = typer.Option(None, "--wall-s"),
+    heldout: int = typer.Option(3, "--heldout"),
+    skill_chars: int = typer.Option(6000, "--skill-chars", help="the skill's length limit in characters"),
+    concurrency: int = typer.Option(1, "--concurrency", help="problems attempted at once (evaluations on one "
+                                    "device still run one at a time)"),
+    experiment: str = typer.Option("transfer", "--experiment", help="its name: a rerun with the same name resumes"),
+    baselines: Optional[str] = typer.Option(None, "--baselines"),
+    seed: Optional[int] = typer.Option(None, "--secret"),
+    db: Path = typer.Option("solbench.db", "--db"),
+    output: Optional[Path] = typer.Option(None, "--out", help="write the report JSON here"),
+) -> None:
+    """Four arms per problem and replicate (solo A, solo B, A->B and B->A with the other's SKILL.md), equal
+    budgets, paired statistics with problem-bootstrap intervals. Interrupted, it resumes where it stopped."""
+    from solbench.agents.models import load_model
+    from solbench.cli import _device
+    from solbench.experiments.transfer import Variant, report, run_transfer
+    from solbench.problems.problem import load_problem
+    from solbench.store.db import Store
+
+    langs = [x.strip() for x in pair.split(",") if x.strip()]
+    if len(langs) != 2 or langs[0] == langs[1]:
+        raise UserError(f"--pair needs two different languages, as A,B (got {pair!r})")
+    cfg = load_model(models, model)
+    names = [p for p in problems.split(",") if p]
+    loaded = {n: load_problem(n) for n in names}
+    store = Store(db)
+    setup = _setup(_device(device), heldout, mode, _budget(attempts, submissions, tokens, usd, wall_s), (),
+                   experiment, seed, None, baselines, store).model_copy(update={"skill_chars": skill_chars})
+    a, b = Variant(name=langs[0], language=langs[0]), Variant(name=langs[1], language=langs[1])
+    units = run_transfer(lambda v, n: loaded[v.problems.get(n, n)], names, a, b, cfg, setup, store,
+                         replicates=replicates, gate=gate, concurrency=concurrency,
+                         progress=lambda m: err.print(m, markup=False))
+    rep = report(units, a, b)
+    if output:
+        output.write_text(json.dumps(rep, indent=1, default=str))
+    for direction, d in rep["directions"].items():
+        s, hh = d["lift_S"], d["help_harm"]
+        out.print(f"{direction}: {d['pairs']} pairs; S lift {_f(s['mean'], '+.1f')} (95% {_f(s['lo'], '+.1f')} to "
+                  f"{_f(s['hi'], '+.1f')}), correct lift {_f(d['lift_correct']['mean'], '+.2f')}, speed lift "
+                  f"{_f(d['lift_speed']['mean'], '+.2f')} (log, both passed), p {_f(d['p_value_S'], '.3f')}; help "
+                  f"{_f(hh.get('help'), '.0%')}, harm {_f(hh.get('harm'), '.0%')} (W/T/L {hh['wins']}/{hh['ties']}/"
+                  f"{hh['losses']})", markup=False)
+
+
+def _f(x, fmt: str) -> str:
+    return "n/a" if x is None else format(x, fmt)

@@ -1,0 +1,1 @@
+"""Experiments on top of the agent track: skill transfer between variants, with paired statistics."""

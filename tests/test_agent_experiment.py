@@ -158,3 +158,92 @@ def test_agent_cli_errors_are_one_line(tmp_path):
     res = _cli("experiment", "transfer", "--problems", str(AXPY), "--pair", "triton,triton", "--model", "loop",
                "--models", str(models), "--device", "cpu", "--db", str(tmp_path / "x.db"))
     assert res.returncode == 2 and "two different languages" in res.stderr
+
+
+def test_exported_trajectories_replay_without_any_model(tmp_path):
+    """`solbench export --trajectories` then a replay model: the recorded replies are graded again, no endpoint."""
+    with LoopbackServer(default=scripted) as srv:
+        models = _models(tmp_path, srv.openai_base_url)
+        db = tmp_path / "first.db"
+        res = _cli("agent", "run", "--problem", str(AXPY), "--model", "loop", "--models", str(models), "--language",
+                   "pytorch", "--device", "cpu", "--heldout", "1", "--baselines", "", "--turns", "3",
+                   "--db", str(db), "--json")
+        assert res.returncode == 0, res.stderr[-2000:]
+        first = json.loads(res.stdout)
+        calls = srv.calls
+    exported = tmp_path / "traj.jsonl"
+    assert _cli("export", "--db", str(db), "--trajectories", "--out", str(exported)).returncode == 0
+    (tmp_path / "replay.toml").write_text(f'[models.again]\nprovider = "replay"\nreplay_file = "{exported}"\n')
+    res = _cli("agent", "run", "--problem", str(AXPY), "--model", "again", "--models", str(tmp_path / "replay.toml"),
+               "--language", "pytorch", "--device", "cpu", "--heldout", "1", "--baselines", "", "--turns", "3",
+               "--db", str(tmp_path / "second.db"), "--json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    again = json.loads(res.stdout)
+    assert calls == first["turns"] and again["turns"] == first["turns"]
+    assert [g["verdict"] for g in again["graded"]] == [g["verdict"] for g in first["graded"]]
+    assert again["best"]["solution_digest"] == first["best"]["solution_digest"]
+
+
+def test_the_skill_gate_counts_a_held_back_skill_as_the_solo_attempt():
+    from solbench.agents.loop import AttemptResult
+    from solbench.agents.types import Graded
+    from solbench.experiments.transfer import Unit, Variant, gate_allows, pairs_of
+
+    def result(arm: str, passed: bool, speedup: float | None) -> AttemptResult:
+        g = Graded(submission=1, solution_digest="d", language="x", verdict="passed" if passed else "incorrect",
+                   passed=passed, score_speedup=speedup)
+        return AttemptResult(key=arm, problem="p", language="x", arm=arm, best=g, skill="notes")
+
+    a, b = Variant(name="A", language="triton"), Variant(name="B", language="pytorch")
+    solo_a, solo_b = result("solo-A", False, None), result("solo-B", True, 1.0)
+    assert not gate_allows("source_passed", solo_a, solo_b) and gate_allows("none", solo_a, solo_b)
+    assert not gate_allows("source_beat_solo", solo_b, result("solo-A", True, 2.0))
+    assert gate_allows("source_beat_solo", result("s", True, 4.0), solo_b)
+    unit = Unit(problem="p", replicate=0, arms={"solo-A": solo_a, "solo-B": solo_b, "B->A": result("B->A", True, 2.0)},
+                handed={"A->B": False, "B->A": True})
+    pairs = pairs_of([unit], a, b)
+    held = pairs["A->B"][0]
+    assert held.skill == held.solo  # the gate held the skill back: the skill arm is the target's solo attempt
+    given = pairs["B->A"][0]
+    assert given.skill.passed and given.skill.speedup == 2.0 and not given.solo.passed
+    assert given.source.passed and len(pairs["both"]) == 2
+
+
+def test_transfer_between_two_problem_sources(tmp_path):
+    """--axis source: the same language on each problem and its counterpart in the other source."""
+    twin = tmp_path / "axpy_twin"
+    import shutil
+
+    shutil.copytree(AXPY, twin)
+    (tmp_path / "map.json").write_text(json.dumps({str(AXPY): str(twin)}))
+    with LoopbackServer(default=scripted) as srv:
+        models = _models(tmp_path, srv.openai_base_url)
+        args = ["experiment", "transfer", "--problems", str(AXPY), "--axis", "source", "--pair", "kb,sol",
+                "--language", "pytorch", "--model", "loop", "--models", str(models), "--device", "cpu",
+                "--heldout", "0", "--baselines", "", "--turns", "2", "--submissions", "1", "--db",
+                str(tmp_path / "s.db"), "--out", str(tmp_path / "rep.json")]
+        bad = _cli(*args[:-2], "--counterparts", str(tmp_path / "nothing.json"))
+        assert bad.returncode == 2 and "--counterparts" in bad.stderr
+        res = _cli(*args, "--counterparts", str(tmp_path / "map.json"))
+        assert res.returncode == 0, res.stderr[-2000:]
+    rep = json.loads((tmp_path / "rep.json").read_text())
+    assert set(rep["directions"]) == {"kb->sol", "sol->kb", "both"} and rep["directions"]["both"]["pairs"] == 2
+    dirs = {r[0] for r in sqlite3.connect(tmp_path / "s.db").execute("SELECT problem_dir FROM evaluations")}
+    assert dirs == {str(AXPY), str(twin)}
+
+
+def test_units_run_concurrently_and_each_finishes(tmp_path):
+    import shutil
+
+    twin = tmp_path / "axpy_b"
+    shutil.copytree(AXPY, twin)
+    for f in twin.glob("*.json*"):  # a second problem: its own name
+        f.write_text(f.read_text().replace("axpy_fixture", "axpy_b"))
+    with LoopbackServer(default=scripted) as srv:
+        models = _models(tmp_path, srv.openai_base_url)
+        res = _cli("experiment", "transfer", "--problems", f"{AXPY},{twin}", "--pair", "pytorch,triton", "--model",
+                   "loop", "--models", str(models), "--device", "cpu", "--heldout", "0", "--baselines", "",
+                   "--turns", "2", "--submissions", "1", "--concurrency", "2", "--db", str(tmp_path / "c.db"))
+        assert res.returncode == 0, res.stderr[-2000:]
+    rows = sqlite3.connect(tmp_path / "c.db").execute("SELECT status FROM trajectories").fetchall()
+    assert [r[0] for r in rows] == ["finished"] * 8

@@ -97,3 +97,21 @@ def test_an_interrupted_attempt_resumes_without_repeating_a_paid_call(axpy, tmp_
     with LoopbackServer([]) as srv3:
         again = run_attempt(axpy, "pytorch", _model(srv3), _setup(budget=Budget(attempts=5)), Store(db))
         assert srv3.calls == 0 and again.best.passed
+
+
+def test_anthropic_endpoint_and_a_truncated_reply(axpy):
+    """The same loop over Anthropic's messages protocol; a reply cut off mid-code is fed back, not graded."""
+    from agents_loopback import truncated_reply
+
+    script = [truncated_reply(GOOD + "\n# " + "x" * 400, keep=0.3), code_reply(GOOD), no_code_reply()]
+    with LoopbackServer(script) as srv:
+        cfg = ModelConfig(name="claude-loop", provider="anthropic", model="m", base_url=srv.anthropic_base_url,
+                          api_key_env="LOOP_KEY", max_retries=0)
+        import os
+
+        os.environ["LOOP_KEY"] = "k"
+        r = run_attempt(axpy, "pytorch", cfg, _setup(budget=Budget(attempts=4)))
+        second = srv.bodies()[1]["messages"][-1]["content"]
+    assert r.submissions == 1 and r.best.passed and r.turns == 3
+    text = second if isinstance(second, str) else " ".join(b.get("text", "") for b in second)
+    assert "cut off" in text and "nothing was graded" in text

@@ -155,7 +155,13 @@ def agent_report(
 @experiment_app.command("transfer")
 def experiment_transfer(
     problems: str = typer.Option(..., "--problems", help="comma-separated problem names or directories"),
-    pair: str = typer.Option("triton,pytorch", "--pair", help="the two languages A,B"),
+    pair: str = typer.Option("triton,pytorch", "--pair", help="the two variants A,B: languages (--axis language), "
+                             "devices such as cuda:0,cuda:1 (chip) or two source names (source)"),
+    axis: str = typer.Option("language", "--axis", help="what differs between the variants: language, chip or "
+                             "source"),
+    language: str = typer.Option("triton", "--language", help="the language of both variants (--axis chip/source)"),
+    counterparts: Optional[Path] = typer.Option(None, "--counterparts", help="--axis source: a JSON map from each "
+                                                "of --problems (source A) to its counterpart in source B"),
     model: str = typer.Option(..., "--model"),
     models: Path = ModelsOption,
     replicates: int = typer.Option(1, "--replicates"),
@@ -185,16 +191,38 @@ def experiment_transfer(
     from solbench.problems.problem import load_problem
     from solbench.store.db import Store
 
-    langs = [x.strip() for x in pair.split(",") if x.strip()]
-    if len(langs) != 2 or langs[0] == langs[1]:
-        raise UserError(f"--pair needs two different languages, as A,B (got {pair!r})")
+    sides = [x.strip() for x in pair.split(",") if x.strip()]
+    if len(sides) != 2 or sides[0] == sides[1]:
+        raise UserError(f"--pair needs two different {'languages' if axis == 'language' else 'variants'}, as A,B "
+                        f"(got {pair!r})")
     cfg = load_model(models, model)
     names = [p for p in problems.split(",") if p]
-    loaded = {n: load_problem(n) for n in names}
+    if axis == "language":
+        a, b = (Variant(name=x, language=x) for x in sides)
+    elif axis == "chip":
+        a, b = (Variant(name=x, language=language, device=_device(x)) for x in sides)
+    elif axis == "source":
+        if counterparts is None or not counterparts.exists():
+            raise UserError("--axis source needs --counterparts FILE (a JSON map from each problem to its counterpart)")
+        try:
+            mapping = json.loads(counterparts.read_text())
+        except ValueError as exc:
+            raise UserError(f"{counterparts}: not JSON ({exc})") from None
+        missing = [n for n in names if n not in mapping]
+        if missing:
+            raise UserError(f"{counterparts} names no counterpart for {', '.join(missing)}")
+        a, b = Variant(name=sides[0], language=language), Variant(name=sides[1], language=language,
+                                                                  problems={n: mapping[n] for n in names})
+    else:
+        raise UserError(f"--axis must be language, chip or source, not {axis!r}")
+    loaded = {n: load_problem(n) for v in (a, b) for n in (v.problems.get(x, x) for x in names)}
+    titles = [loaded[n].name for n in names]
+    if len(set(titles)) != len(titles):
+        twice = sorted({t for t in titles if titles.count(t) > 1})
+        raise UserError(f"--problems names one problem twice ({', '.join(twice)})")
     store = Store(db)
     setup = _setup(_device(device), heldout, mode, _budget(attempts, submissions, tokens, usd, wall_s), (),
                    experiment, seed, None, baselines, store).model_copy(update={"skill_chars": skill_chars})
-    a, b = Variant(name=langs[0], language=langs[0]), Variant(name=langs[1], language=langs[1])
     units = run_transfer(lambda v, n: loaded[v.problems.get(n, n)], names, a, b, cfg, setup, store,
                          replicates=replicates, gate=gate, concurrency=concurrency,
                          progress=lambda m: err.print(m, markup=False))

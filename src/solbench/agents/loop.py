@@ -152,6 +152,12 @@ class Attempt:
                                             content=self.tool(call)))
                 continue
             found = extract_code(reply.text)
+            if found.ok and (found.truncated or reply.finish_reason == "length"):
+                # a reply cut off at the token limit is not graded: the code may parse and still be incomplete
+                messages.append(Message(role="user", content="Your reply was cut off at the output token limit "
+                                        "before the code ended; nothing was graded. Reply with the complete "
+                                        "solution in one fenced code block, more briefly."))
+                continue
             if not found.ok:
                 if self.result.best is not None and self.result.best.passed:
                     break  # the model stopped writing code after a passing submission: it is done

@@ -90,6 +90,9 @@ def test_transfer_cli_four_arms_and_statistics(tmp_path):
     assert out.returncode == 0, out.stderr
     by = {r["language"]: r for r in json.loads(out.stdout)}
     assert by["triton"]["n"] == 2 and by["triton"]["correct"] == 1.0
+    arms = json.loads(_cli("agent", "report", "--db", str(db), "--by", "arm", "--json").stdout)
+    assert sorted(r["arm"] for r in arms) == ["pytorch->triton", "solo-pytorch", "solo-triton", "triton->pytorch"]
+    assert all(r["operators"] == 1 for r in arms)  # an experiment's arms are operators of their own
     exported = _cli("export", "--db", str(db), "--trajectories")
     lines = [json.loads(x) for x in exported.stdout.splitlines()]
     assert sum(1 for x in lines if x["kind"] == "reply") >= 4 and {x["kind"] for x in lines} >= {"prompt", "submission"}

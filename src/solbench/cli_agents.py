@@ -69,11 +69,15 @@ def agent_run(
     mode: str = typer.Option("chat", "--mode", help="chat (code in replies) or tools (evaluate as a function)"),
     agent_cmd: Optional[str] = typer.Option(None, "--agent-cmd", help="run this agent CLI instead of the "
                                             "built-in loop, in a workspace with TASK.md and ./submit"),
+    agent_env: Optional[List[str]] = typer.Option(None, "--agent-env", help="NAME or NAME=VALUE: a variable the "
+                                                  "external agent sees (none of this shell's are passed otherwise; "
+                                                  "a key named here is not stored)"),
     attempts: Optional[int] = typer.Option(10, "--turns", help="model turns"),
     submissions: Optional[int] = typer.Option(10, "--submissions", help="graded submissions"),
     tokens: Optional[int] = typer.Option(None, "--tokens"),
     usd: Optional[float] = typer.Option(None, "--usd"),
-    wall_s: Optional[float] = typer.Option(None, "--wall-s"),
+    wall_s: Optional[float] = typer.Option(None, "--wall-s", help="the attempt's wall-clock budget (an external "
+                                           "agent is stopped after 2400 s where none is given)"),
     heldout: int = typer.Option(3, "--heldout", help="held-out workloads that score (no feedback shows them)"),
     replicate: int = typer.Option(0, "--replicate"),
     experiment: str = typer.Option("agent", "--experiment", help="name under which trajectories are stored"),
@@ -97,6 +101,9 @@ def agent_run(
     store = Store(db)
     setup = _setup(_device(device), heldout, mode, _budget(attempts, submissions, tokens, usd, wall_s), templates,
                    experiment, seed, agent_cmd, baselines, store)
+    if agent_env:
+        setup = setup.model_copy(update={"external_env": {k: (v if sep else None) for k, sep, v in
+                                                          (e.partition("=") for e in agent_env)}})
     r = run_attempt(prob, language, cfg, setup, store, arm="solo", replicate=replicate)
     if as_json:
         sys.stdout.write(r.model_dump_json(indent=1) + "\n")

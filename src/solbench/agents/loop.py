@@ -72,7 +72,8 @@ class Attempt:
     def __init__(self, problem: Any, language: str, provider: Any, grader: Any, budget: Budget, hardware: str,
                  journal: Any, mode: str = "chat", skill_in: str | None = None, keep_skill: bool = False,
                  skill_chars: int = skills.DEFAULT_CHARS, charge: tuple[Usage, float] | None = None,
-                 template_dirs: tuple = (), key: str = "", model: str | None = None, arm: str | None = None,
+                 template_dirs: tuple = (), key: str = "", tag: str = "", model: str | None = None,
+                 arm: str | None = None,
                  replicate: int = 0, stop_on_pass: bool = False):
         if mode not in ("chat", "tools"):
             raise ValueError(f"mode must be chat or tools, not {mode!r}")
@@ -85,6 +86,7 @@ class Attempt:
         self.skill = skills.Skill(chars=skill_chars) if keep_skill else None
         self.skill_in = skill_in
         self.stop_on_pass = stop_on_pass
+        self.tag = tag or key
         self.result = AttemptResult(key=key, problem=problem.name, language=language, model=model, arm=arm,
                                     replicate=replicate, chip=hardware, skill_given=bool(skill_in),
                                     charged=charge[0] if charge else Usage())
@@ -100,7 +102,7 @@ class Attempt:
                                                                                       messages[-2:]]})
             reply = self.provider.complete(messages, tools)
             self.journal.record("reply", {"reply": reply.model_dump(exclude={"raw"}), "turn": self.spent.attempts,
-                                          "problem": self.problem.name, "attempt": self.result.key})
+                                          "problem": self.problem.name, "attempt": self.tag})
         self.spent.attempts += 1
         self.spent.usage = self.spent.usage + reply.usage
         self.spent.usd += reply.cost_usd

@@ -31,7 +31,7 @@ from solbench import scoring
 #: MetaKernelBench's ladder thresholds; 0 means "passed"
 THRESHOLDS: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 4.0)
 #: the fields ``summarize`` may group by
-GROUP_KEYS: tuple[str, ...] = ("model", "language", "source", "family", "chip")
+GROUP_KEYS: tuple[str, ...] = ("model", "language", "source", "family", "chip", "arm")
 PASS_KS: tuple[int, ...] = (1, 5, 10)
 FAST_PS: tuple[float, ...] = (0.0, 1.0, 2.0)
 
@@ -40,6 +40,7 @@ class Trial(BaseModel):
     """One attempt, scored on the held-out workloads."""
     model: str
     language: str = ""
+    arm: str = ""  # an experiment's condition (solo-A, A->B, ...): trials of different arms are different operators
     source: str = ""  # where the problem comes from: "aten", "serving", "blas", "kernelbench", ...
     family: str = ""
     chip: str = ""
@@ -56,8 +57,8 @@ class Trial(BaseModel):
 
 
 def operator_key(t: Trial) -> tuple[str, ...]:
-    """The operator a trial belongs to: everything but its sample index."""
-    return (t.model, t.language, t.source, t.family, t.chip, t.problem)
+    """The operator a trial belongs to: everything but its sample index (an experiment's arms apart)."""
+    return (t.model, t.language, t.source, t.family, t.chip, t.arm, t.problem)
 
 
 def operators(trials: Iterable[Trial]) -> dict[tuple[str, ...], list[Trial]]:

@@ -33,6 +33,8 @@ class Setup(BaseModel):
     experiment: str = "agent"
     skill_chars: int = 6000
     external: str | None = None  # an agent command instead of the built-in loop
+    external_env: dict[str, str | None] = {}  # variables the external agent sees (None: the parent's value)
+    external_wall_s: float = 2400.0  # an external agent's wall limit where the budget sets none (40 minutes)
     stop_on_pass: bool = False
 
 
@@ -49,8 +51,14 @@ def hardware_id(setup: Setup) -> str:
     return detect(setup.device).id
 
 
-def trajectory_key(setup: Setup, arm: str, problem: str, replicate: int) -> str:
-    return f"{setup.experiment}/{arm}/{problem}/{replicate}"
+def attempt_tag(arm: str, language: str, problem: str, replicate: int) -> str:
+    """An attempt's place in any run (what a replay model matches recorded replies by)."""
+    return f"{arm}/{language}/{problem}/{replicate}"
+
+
+def trajectory_key(setup: Setup, model: str, tag: str) -> str:
+    """The attempt's key in the database: the experiment, the model and the attempt's place."""
+    return f"{setup.experiment}/{model}/{tag}"
 
 
 def run_attempt(problem: Any, language: str, model: Any, setup: Setup, store: Any = None, *, arm: str = "solo",
@@ -60,7 +68,8 @@ def run_attempt(problem: Any, language: str, model: Any, setup: Setup, store: An
     from solbench.agents.providers import make_provider
     from solbench.evaluate.runner import EvalOptions
 
-    key = trajectory_key(setup, arm, problem.name, replicate)
+    tag = attempt_tag(arm, language, problem.name, replicate)
+    key = trajectory_key(setup, model.name, tag)
     hw = hardware_id(setup)
     journal = Journal(store.conn if store is not None else None, key, experiment=setup.experiment, arm=arm,
                       problem=problem.name, model=model.name, language=language, chip=hw, replicate=replicate)
@@ -73,10 +82,14 @@ def run_attempt(problem: Any, language: str, model: Any, setup: Setup, store: An
                         label=f"{arm}-r{replicate}")
     if setup.external:
         return _external(problem, language, model, setup, grader, journal, key, arm, replicate, hw, skill_in)
+    if provider is None and model.provider == "replay":  # the recorded replies of the same attempt, in order
+        from solbench.agents.providers.replay import ReplayProvider
+
+        provider = ReplayProvider(model.replay_file, name=model.name, problem=problem.name, attempt=tag)
     provider = provider or make_provider(model, problem=problem.name)
     attempt = Attempt(problem, language, provider, grader, setup.budget, hw, journal, mode=setup.mode,
                       skill_in=skill_in, keep_skill=keep_skill, skill_chars=setup.skill_chars, charge=charge,
-                      template_dirs=tuple(Path(d) for d in setup.template_dirs), key=key, model=model.name,
+                      template_dirs=tuple(Path(d) for d in setup.template_dirs), key=key, tag=tag, model=model.name,
                       arm=arm, replicate=replicate, stop_on_pass=setup.stop_on_pass)
     return attempt.run()
 
@@ -91,10 +104,14 @@ def _external(problem, language, model, setup, grader, journal, key, arm, replic
 
         task += "\n\n" + handed_on(skill_in)
     starter = {"solution.py": prompts.language_template(language, brief, template_dirs=setup.template_dirs)}
+    if journal.events():  # an external agent cannot be resumed: an interrupted attempt starts again
+        journal.record("note", {"restarted": True, "events_before": len(journal.events())})
     root = Path(tempfile.mkdtemp(prefix="solbench-agent-"))
     out = run_external(setup.external, root / "workspace", task, starter, grader, setup.budget, language,
+                       env=dict(setup.external_env) or None,
                        feedback=lambda g: prompts.render_feedback(g, brief, setup.template_dirs),
-                       log_dir=root / "logs", price=model.price)
+                       log_dir=root / "logs", price=model.price,
+                       timeout_s=setup.budget.wall_s or setup.external_wall_s)
     for g in out.graded:
         journal.record("submission", {"graded": g.model_dump()})
     result = AttemptResult(key=key, problem=problem.name, language=language, model=model.name, arm=arm,
@@ -110,7 +127,7 @@ def _external(problem, language, model, setup, grader, journal, key, arm, replic
 def trial_of(result: AttemptResult, problem: Any) -> Trial:
     """An attempt as a metrics trial: its best submission's held-out scores, what it spent."""
     best = result.best
-    return Trial(model=result.model or "", language=result.language, source=_source(problem),
+    return Trial(model=result.model or "", language=result.language, arm=result.arm or "", source=_source(problem),
                  family=getattr(problem, "family", "") or "", chip=result.chip or "", problem=result.problem,
                  sample=result.replicate, passed=bool(best and best.passed),
                  speedup=best.score_speedup if best and best.passed else None,

@@ -69,7 +69,7 @@ class Skill:
             # with the reply itself, so that a replay model re-plays the skill's calls in their place
             attempt.journal.record("skill", {"text": self.text, "usage": used.model_dump(), "usd": usd,
                                              "submission": graded.submission, "problem": attempt.problem.name,
-                                             "reply": reply.model_dump(exclude={"raw"})})
+                                             "attempt": attempt.tag, "reply": reply.model_dump(exclude={"raw"})})
         self.usage = self.usage + used
         self.usd += usd
         self.calls += 1

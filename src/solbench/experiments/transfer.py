@@ -129,6 +129,10 @@ def report(units: list[Unit], a: Variant, b: Variant, resamples: int = 10000, se
     tokens = {arm: sum(u.arms[arm].usage.total for u in units if arm in u.arms)
               for arm in sorted({k for u in units for k in u.arms})}
     out["tokens_by_arm"] = tokens
+    # skills a gate held back were written all the same: their tokens, charged to no arm, are reported here
+    out["skill_tokens_held_back"] = sum(u.arms[f"solo-{src}"].skill_usage.total for u in units
+                                        for src, dst in ((a.name, b.name), (b.name, a.name))
+                                        if not u.handed.get(f"{src}->{dst}") and f"solo-{src}" in u.arms)
     return out
 
 

@@ -55,5 +55,5 @@ def trajectory_lines(store, experiment: str | None = None, problem: str | None =
             continue
         head = {k: t[k] for k in ("key", "experiment", "arm", "problem", "model", "language", "chip", "replicate")}
         for e in t["events"]:
-            yield {**head, **e, "attempt": t["key"]}
+            yield {**head, **e}
         yield {**head, "kind": "result", "status": t["status"], "result": t["result"]}

@@ -95,14 +95,26 @@ def show(
     problem: str = typer.Argument(..., help="bundled problem name or path to a problem directory"),
     hardware: Optional[str] = typer.Option(None, help="hardware id (see `solbench hardware`); default: this machine"),
     as_json: bool = typer.Option(False, "--json"),
+    language: Optional[str] = typer.Option(None, "--language", help="print this language's starter files for the "
+                                           "problem instead (triton, pytorch, cuda_cpp, cute_dsl)"),
     db: Path = DbOption,
 ) -> None:
-    """Show a problem's workloads with their work counts and speed-of-light times."""
+    """Show a problem's workloads with their work counts and speed-of-light times, or a language's template."""
     from solbench.analysis.report import analyse_problem
     from solbench.hardware.registry import detect, get_hardware
     from solbench.problems.problem import load_problem
 
     prob = load_problem(problem)
+    if language:
+        from solbench.agents.starters import starter_files
+
+        files = starter_files(language, prob)
+        if as_json:
+            print(json.dumps(files, indent=2))
+            return
+        for path, text in files.items():
+            sys.stdout.write(f"# ---- {path}\n{text.rstrip()}\n")
+        return
     hw = get_hardware(hardware) if hardware else detect(_device("auto"))
     calibrated = _stored_calibration(db, hw) if db.exists() else None
     report = analyse_problem(prob, hw, calibrated)

@@ -426,9 +426,11 @@ def export(
 
 def _agents() -> None:
     from solbench.cli_agents import agent_app, experiment_app
+    from solbench.cli_compare import compare
 
     app.add_typer(agent_app, name="agent")
     app.add_typer(experiment_app, name="experiment")
+    app.command("compare")(compare)
 
 
 _agents()

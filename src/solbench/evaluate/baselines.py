@@ -38,7 +38,8 @@ def harness_digest() -> str:
 
 def software_key(env: dict[str, Any]) -> str:
     return (f"torch={env.get('torch')};triton={env.get('triton')};cuda={env.get('cuda')};driver={env.get('driver')};"
-            f"threads={env.get('cpu_threads')};harness={harness_digest()}")
+            f"threads={env.get('cpu_threads')};platform={(env.get('platform') or {}).get('id')};"
+            f"harness={harness_digest()}")
 
 
 def _median(samples: list[float] | None) -> float | None:

@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 from solbench import scoring
 from solbench.analysis.roofline import Work, count_work
-from solbench.evaluate import trusted
+from solbench.evaluate import build_cache, trusted
+from solbench.hardware.platform import detect_platform
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
 from solbench.evaluate.footprint import too_large
 from solbench.evaluate.judgement import judge
@@ -121,30 +122,14 @@ def sandbox_view(store=None, device: str = "cpu") -> dict[str, list[str]]:
             "writable": ["/dev/shm"] if gpu else []}
 
 
-def _carry_cache(src: Path, dst: Path) -> None:
-    """Copy regular files (never links, at most ``MAX_CACHE_BYTES``) from one Triton cache to another: the
-    trusted side only moves bytes, and only the same solution (by digest) ever reads them."""
-    if not src.is_dir():
-        return
-    total = 0
-    for root, _dirs, files in os.walk(src, followlinks=False):
-        for name in files:
-            path = Path(root) / name
-            try:
-                st = path.lstat()
-            except OSError:
-                continue
-            if not path.is_file() or path.is_symlink() or total + st.st_size > MAX_CACHE_BYTES:
-                continue
-            target = dst / path.relative_to(src)
-            if target.exists():
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                shutil.copyfile(path, target, follow_symlinks=False)
-                total += st.st_size
-            except OSError:
-                pass
+def _carry_cache(src: Path, dst: Path, below: Path | None = None) -> None:
+    """Copy regular files (at most ``MAX_CACHE_BYTES``, none already there) from one Triton cache to another:
+    the trusted side only moves bytes, and only the same solution (by digest) ever reads them. Under ``below``
+    (the candidate's directory) no link is followed, the cache's own path included (``build_cache``)."""
+    try:
+        build_cache.copy_files(src, dst, MAX_CACHE_BYTES, skip=(), replace=False, below=below)
+    except OSError:
+        pass
 
 
 def _job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int, str]], opts: EvalOptions,
@@ -232,12 +217,21 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         carried = cache_root() / "triton" / solution.digest()
         with ph("stage"):
             _carry_cache(carried, private / "triton")
+            # compiled languages: the build's key, computed here from the sources, flags, toolchain and chip;
+            # the artefact under it is copied in before the candidate starts, and what it builds published after
+            build = build_cache.Carry(language, solution, opts.device, private, cache_root() / "build")
         candidate_env = {"TMPDIR": str(private), "HOME": str(private), "TRITON_CACHE_DIR": str(private / "triton"),
                          "TORCHINDUCTOR_CACHE_DIR": str(private / "inductor"),
-                         "SOLBENCH_CPU_THREADS": str(opts.cpu_threads)}
+                         "SOLBENCH_CPU_THREADS": str(opts.cpu_threads), **build.env}
+        if build.key:  # the candidate is ready only once it is built: give it the compile limit too
+            opts = dataclasses.replace(opts, startup_timeout_s=max(opts.startup_timeout_s, build.timeout_s + 60))
         if opts.progress:
             opts.progress(f"{problem.name}: {solution.name} on {len(uuids)} workload(s)")
         refused = too_large(problem, uuids, opts.device)  # judged here they would get the worker killed
+        # a language, toolchain or device this machine lacks: decided here, and nothing of the solution runs
+        unavailable = build.unsupported or language.unavailable(opts.device)
+        if unavailable:
+            refused = {u: unavailable for u in uuids}
         runnable = [u for u in uuids if u not in refused]
         cand_job = _job(problem, [subject], [(0, u) for u in runnable], opts, seed)
         cand_job["workdir"] = str(workdir)
@@ -249,12 +243,12 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
 
         with ThreadPoolExecutor(max_workers=1) as pool:
             analysis = pool.submit(_timed, analyse, problem, uuids)
-            with ph("worker"):
+            with ph("worker"), build:
                 cand = trusted.run_worker(cand_job, opts.startup_timeout_s, opts.workload_timeout_s, workdir)
             work, analysis_s = analysis.result()
         ph.add("analysis", analysis_s)  # in a thread of its own, while the worker ran
         with ph("stage"):
-            _carry_cache(private / "triton", carried)
+            _carry_cache(private / "triton", carried, below=private)
         env = dict(cand.environment or {"device": opts.device})
         env["sandbox"] = cand.sandbox or ("namespaces" if (opts.sandbox == "auto" and namespaces_available())
                                           else "rlimits")
@@ -264,6 +258,9 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         env["harness"] = harness_digest()
         env["profile_dsl"] = profile_mode(opts.profile_dsl)
         env["candidate_ready_s"] = cand.candidate_ready_s
+        if build.report:
+            env["build"] = build.report  # key, cached, published, compile_s (apart from any run time)
+        env["platform"] = detect_platform(opts.device).record()  # vendor, architecture, telemetry source
         if cand.candidate_restarts:
             env["candidate_restarts"] = cand.candidate_restarts
         kinds = opts.baselines if opts.baselines is not None else default_baselines(problem, opts.device)
@@ -282,7 +279,8 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
     with ph("judge"):
         for uuid in uuids:
             r = cand.results.get((0, uuid)) if uuid not in refused else {
-                "verdict": "unsupported", "reasons": ["too_large_for_device"], "message": refused[uuid]}
+                "verdict": "unsupported", "message": refused[uuid],
+                "reasons": ["language_unavailable" if unavailable else "too_large_for_device"]}
             results.append(judge(problem, uuid, r, base, work.get(uuid), datasheet,
                                  opts.calibrated, int(opts.hardware.llc_bytes.value)))
     verdicts = [r.verdict for r in results]
@@ -293,9 +291,11 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         verdict=worst(verdicts) if results else "unsupported",
         reasons=sorted({r for w in results for r in w.reasons if w.verdict != "passed"}),
         warnings=sorted({x for w in results for x in w.warnings} | {f"static:{f.rule}" for f in findings}
-                        | ({"sandbox_rlimits_only"} if env["sandbox"] != "namespaces" else set())),
+                        | ({"sandbox_rlimits_only"} if env["sandbox"] != "namespaces" else set())
+                        # no language proof for this language yet: its kernels' share of the work is not checked
+                        | ({"language_unproven"} if not language.proof and not unavailable else set())),
         findings=[f"{f.severity} static:{f.rule} {f.path}:{f.line}: {f.message}" for f in findings],
-        message=cand.fatal.get(0, {}).get("message"),
+        message=cand.fatal.get(0, {}).get("message") or unavailable,
         workloads=results, environment=env, seed=seed, started=started_wall,
         log=(cand.candidate_log + ("\n--- trusted worker ---\n" + cand.log if cand.log.strip() else ""))[-40000:],
     )
@@ -352,6 +352,7 @@ def _rejected_statically(problem: Problem, solution: Solution, language: str, op
         warnings=sorted({f"static:{f.rule}" for f in findings if f.severity != "reject"}),
         findings=[f"{f.severity} static:{f.rule} {f.path}:{f.line}: {f.message}" for f in findings],
         message=message, workloads=results, seed=seed, started=started, sol_score=0.0,
+        environment={"device": opts.device, "platform": detect_platform(opts.device).record()},
         elapsed_s=time.perf_counter() - t0)
     if store is not None:
         store.add_evaluation(ev, solution.model_dump_json(), run_id)

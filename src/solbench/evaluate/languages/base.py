@@ -28,6 +28,14 @@ class Language:
     name = "base"
     #: does the CPU run this language's kernels (possibly interpreted)?
     interpreted_on_cpu = False
+    #: does the language proof check, from the profiler's kernel names, that this language's own kernels did
+    #: the work? Without it a solution's claim to the language is reported as unproven (``language_unproven``)
+    proof = False
+
+    def unavailable(self, device: str) -> str | None:
+        """Why this language cannot run on ``device`` here (a missing package or toolchain, with the install
+        command), or None. Asked on the trusted side before any candidate starts: an ``unsupported`` verdict."""
+        return None
 
     def environment(self, device: str) -> dict[str, str]:
         return {}

@@ -5,3 +5,4 @@ from solbench.evaluate.languages.base import Language
 
 class PyTorch(Language):
     name = "pytorch"
+    proof = True  # nothing to prove: any PyTorch code is PyTorch

@@ -303,6 +303,7 @@ def patch_interpreter_dot() -> bool:
 class Triton(Language):
     name = "triton"
     interpreted_on_cpu = True
+    proof = True  # the profiled call's kernels are the solution's own @triton.jit functions (integrity.language)
 
     def environment(self, device: str) -> dict[str, str]:
         return {"TRITON_INTERPRET": "1"} if device == "cpu" else {}

@@ -1,0 +1,106 @@
+"""Python kernel DSLs beside Triton: CuTe DSL, TileLang, TVM TIRx, cuTile, and cuDNN's Python frontend.
+
+Each is a Python module whose entry function launches kernels written in the DSL. A plug-in says which package
+it needs (and how to install it), whether it needs a GPU, and which toolchain; ``unavailable(device)`` is asked
+by the trusted side before any candidate starts, so a missing package or toolchain is an ``unsupported``
+verdict with the reason and the install command, never a crash. Loading is Python's (``Language.load``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+
+from solbench.evaluate.languages.base import Language
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package that is missing or broken
+        return False
+
+
+class PythonDSL(Language):
+    """A DSL embedded in Python: its package must import, and it runs on a CUDA device."""
+
+    #: import name that must be present
+    module = ""
+    #: how to get it
+    install = ""
+    #: what the language proof looks for in the profiler's kernel names (informational until profiled)
+    kernel_hint = ""
+
+    def unavailable(self, device: str) -> str | None:
+        if device == "cpu":
+            return f"{self.name} kernels need a CUDA device (this evaluation runs on the CPU)"
+        if self.module and not _has_module(self.module):
+            return f"{self.name} needs the Python package {self.module!r}, not installed here: {self.install}"
+        return None
+
+
+class CuteDSL(PythonDSL):
+    name = "cute_dsl"
+    module = "cutlass.cute"
+    install = "pip install nvidia-cutlass-dsl"
+    kernel_hint = "kernels compiled by CuTe DSL (cutlass.cute.kernel functions)"
+
+
+class TileLang(PythonDSL):
+    name = "tilelang"
+    module = "tilelang"
+    install = "pip install tilelang (it pins apache-tvm-ffi below 0.1.13: keep it in an environment of its own)"
+    kernel_hint = "kernels compiled by TileLang (T.prim_func / tilelang.jit)"
+
+
+class TvmTirx(PythonDSL):
+    name = "tvm_tirx"
+    module = "tvm"
+    install = "pip install apache-tvm==0.25.0.post1 (MetaKernelBench's pin; tir_pipeline='tirx')"
+    kernel_hint = "kernels compiled by TVM with tir_pipeline='tirx'"
+
+    def unavailable(self, device: str) -> str | None:
+        why = super().unavailable(device)
+        if why is None and not _has_module("tvm.tirx"):
+            return f"tvm_tirx needs TVM with the tvm.tirx module (apache-tvm 0.25 or newer): {self.install}"
+        return why
+
+
+class CuTile(PythonDSL):
+    name = "cutile"
+    module = "cuda.tile"
+    install = "pip install cuda-tile (on Hopper it also needs CUDA 13.3 or newer for tileiras)"
+    kernel_hint = "kernels compiled by cuTile (ct.kernel functions)"
+
+    def unavailable(self, device: str) -> str | None:
+        why = super().unavailable(device)
+        if why is not None:
+            return why
+        tileiras = shutil.which("tileiras")
+        if tileiras is None:
+            return "cutile needs the tileiras compiler (CUDA 13.3 or newer on Hopper), not on PATH here"
+        try:
+            out = subprocess.run([tileiras, "--version"], capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"cutile: tileiras --version failed ({exc})"
+        version = _cuda_release(out)
+        if version is not None and version < (13, 3):
+            return (f"cutile on Hopper needs tileiras from CUDA 13.3 or newer; this machine's is "
+                    f"{version[0]}.{version[1]}")
+        return None
+
+
+class CuDNN(PythonDSL):
+    name = "cudnn"
+    module = "cudnn"
+    install = "pip install nvidia-cudnn-frontend"
+    kernel_hint = "cuDNN's own kernels (cudnn*/sm90_* names): a vendor library, not a DSL of the solution's"
+
+
+def _cuda_release(text: str) -> tuple[int, int] | None:
+    """The "release X.Y" of an NVIDIA tool's --version output."""
+    import re
+
+    m = re.search(r"release (\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None

@@ -79,3 +79,17 @@ def test_external_agent_on_the_gpu(tmp_path):
     r = json.loads(res.stdout)
     assert r["best"]["passed"] and r["best"]["score_sol"] is not None and r["best"]["score_sol"] > 0
     print("external agent on the GPU:", {k: r["best"][k] for k in ("verdict", "score_sol", "score_speedup")})
+
+
+def test_builtin_loop_agent_run_on_the_gpu(tmp_path):
+    with LoopbackServer(default=scripted) as srv:
+        models = tmp_path / "models.toml"
+        models.write_text(f'[models.loop]\nprovider = "openai"\nbase_url = "{srv.openai_base_url}"\nmodel = "m"\n'
+                          'max_retries = 0\n')
+        res = _cli("agent", "run", "--problem", "rmsnorm", "--model", "loop", "--models", str(models), "--language",
+                   "triton", "--device", "cuda", "--heldout", "2", "--baselines", "eager", "--turns", "2",
+                   "--db", str(tmp_path / "b.db"), "--json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    r = json.loads(res.stdout)
+    assert r["best"]["passed"] and r["best"]["score_sol"] is not None and r["best"]["score_speedup"] is not None
+    print("built-in loop on the GPU:", {k: r["best"][k] for k in ("verdict", "score_sol", "score_speedup")})

@@ -24,7 +24,7 @@ declare -A PACKAGES=(
   [tvm_tirx]="apache-tvm==0.25.0.post1"
   [cutile]="cuda-tile"
   [cutlass]="nvidia-cutlass"
-  [cudnn]="nvidia-cudnn-frontend"
+  [cudnn_frontend]="nvidia-cudnn-frontend"
 )
 [ -n "${PACKAGES[$lang]:-}" ] || { echo "unknown language $lang (known: ${!PACKAGES[*]})" >&2; exit 2; }
 case "$mode" in

@@ -19,7 +19,7 @@ from solbench.problems.solution import load_solution
 
 ROOT = Path(__file__).resolve().parents[1]
 AXPY = ROOT / "tests" / "fixtures" / "problems" / "axpy"
-SOL_EXECBENCH = ("pytorch", "triton", "cuda_cpp", "cutlass", "cute_dsl", "cutile", "cudnn", "cublas")
+SOL_EXECBENCH = ("pytorch", "triton", "cute_dsl", "cutile", "cudnn_frontend", "cuda_cpp", "cutlass", "cudnn", "cublas")
 DSL_SOURCE = ("import torch\n\n\ndef run(x, y, alpha, out):\n    out.copy_(y + alpha * x)\n")
 
 
@@ -39,7 +39,7 @@ def test_every_sol_execbench_language_is_known():
         get_language("fortran")
 
 
-@pytest.mark.parametrize("language", ["cute_dsl", "tilelang", "tvm_tirx", "cutile", "cudnn"])
+@pytest.mark.parametrize("language", ["cute_dsl", "tilelang", "tvm_tirx", "cutile", "cudnn_frontend"])
 def test_a_gpu_dsl_on_the_cpu_is_unsupported_with_the_reason(language, tmp_path):
     problem = load_problem(AXPY)
     ev = evaluate(problem, load_solution(_solution(tmp_path, language), problem.name),

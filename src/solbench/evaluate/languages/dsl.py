@@ -91,8 +91,9 @@ class CuTile(PythonDSL):
         return None
 
 
-class CuDNN(PythonDSL):
-    name = "cudnn"
+class CuDNNFrontend(PythonDSL):
+    """cuDNN's Python frontend (SOL-ExecBench's ``cudnn_frontend``; its C++ ``cudnn`` is a compiled language)."""
+    name = "cudnn_frontend"
     module = "cudnn"
     install = "pip install nvidia-cudnn-frontend"
     kernel_hint = "cuDNN's own kernels (cudnn*/sm90_* names): a vendor library, not a DSL of the solution's"

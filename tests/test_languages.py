@@ -64,3 +64,23 @@ def test_the_cli_says_unsupported_in_one_line(tmp_path):
     assert res.returncode == 0, res.stderr
     ev = json.loads(res.stdout[res.stdout.index("{"):])
     assert ev["verdict"] == "unsupported" and "Traceback" not in res.stderr
+
+
+FORMAT = ROOT / "tests" / "fixtures" / "sol_execbench"
+#: on this CPU machine: what each language's fixture gets (the C++ ones carry CUDA sources)
+ON_CPU = {"pytorch": "passed", "triton": "passed", "cute_dsl": "unsupported", "cutile": "unsupported",
+          "cudnn_frontend": "unsupported", "cutlass": "unsupported", "cublas": "unsupported", "cudnn": "unsupported"}
+
+
+@pytest.mark.parametrize("language", sorted(ON_CPU))
+def test_sol_execbench_format_fixtures_load_unmodified(language):
+    """One fixture per SOL-ExecBench language, in its Solution JSON format (`languages` list, target_hardware,
+    binding, compile_options, dependencies): loaded as is, routed to its plug-in, and judged; what this machine
+    cannot run is unsupported with a reason, never an error."""
+    problem = load_problem(AXPY)
+    solution = load_solution(FORMAT / f"axpy_{language}.json", problem.definition)
+    assert solution.language == language and get_language(language).name == language
+    ev = evaluate(problem, solution, EvalOptions(device="cpu", baselines=(), time_candidate=False))
+    assert ev.verdict == ON_CPU[language], (ev.message, ev.log[-1500:] if ev.log else None)
+    if ev.verdict == "unsupported":
+        assert ev.message and all(w.reasons == ["language_unavailable"] for w in ev.workloads)

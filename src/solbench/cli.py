@@ -252,10 +252,12 @@ def eval_cmd(
             raise UserError(f"evaluation {replay} has no failing workload to replay")
         prob = load_problem(ev.problem_dir)
         sol = Solution.model_validate_json(solution_json)
+        from solbench.problems.heldout import HELDOUT_PREFIX
+
         # held-out shapes are redrawn from the stored seed (the draw is deterministic given seed and count)
-        n_heldout = sum(1 for w in ev.workloads if w.uuid.startswith("heldout-"))
+        n_heldout = sum(1 for w in ev.workloads if w.uuid.startswith(HELDOUT_PREFIX))
         opts = EvalOptions(device=_device(device if device != "auto" else ev.device), seed=ev.seed, draws=draws,
-                           workloads=[failing[0].uuid] if not failing[0].uuid.startswith("heldout-") else None,
+                           workloads=[failing[0].uuid] if not failing[0].uuid.startswith(HELDOUT_PREFIX) else None,
                            baselines=(), time_candidate=False, heldout=n_heldout,
                            progress=_progress_printer(not quiet and not as_json))
     else:

@@ -20,9 +20,9 @@ from typing import Any
 from solbench import scoring
 from solbench.agents.types import Graded, WorkloadFeedback
 from solbench.errors import UserError
+from solbench.problems.heldout import HELDOUT_PREFIX
 from solbench.problems.solution import BuildSpec, Solution, SourceFile
 
-HELDOUT_PREFIX = "heldout-"
 _device_locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 

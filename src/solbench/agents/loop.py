@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from solbench.agents import prompts, skill as skills
 from solbench.agents.extract import extract_code
-from solbench.agents.types import Budget, Graded, Message, Reply, Spent, Tool, ToolCall, Usage
+from solbench.agents.types import Budget, Graded, Message, Reply, Spent, Tool, ToolCall, Usage, submission_rank
 
 TOOLS = [
     Tool(name="evaluate", description="Grade a solution in the sandbox on the problem's visible workloads and "
@@ -59,11 +59,7 @@ class AttemptResult(BaseModel):
 
 def better(a: Graded | None, b: Graded) -> bool:
     """Whether ``b`` beats the best so far ``a``."""
-    if a is None:
-        return True
-    ka = (a.passed, a.score_sol if a.score_sol is not None else -1.0, a.score_speedup or 0.0)
-    kb = (b.passed, b.score_sol if b.score_sol is not None else -1.0, b.score_speedup or 0.0)
-    return kb > ka
+    return a is None or submission_rank(b) > submission_rank(a)
 
 
 class Attempt:

@@ -22,9 +22,9 @@ from pydantic import BaseModel, Field
 from solbench.agents.extract import fenced_blocks
 from solbench.agents.types import Budget, Graded, Spent, WorkloadFeedback
 from solbench.errors import UserError
+from solbench.problems.heldout import HELDOUT_PREFIX
 
 PACKAGED_TEMPLATES = Path(__file__).resolve().parent / "templates"
-HELDOUT_PREFIX = "heldout-"  # evaluate.runner.HELDOUT_PREFIX (not imported: prompts need no evaluator)
 LANGUAGE_ALIASES = {"python": "pytorch", "torch": "pytorch"}
 BOUND_UNITS = {"memory": "DRAM", "vector": "vector_fp32", "sfu": "special functions", "latency": "launch floor"}
 _HIDDEN = re.compile(r"heldout-[\w\-]+|held-out(?:\s+\w+=-?\d+)+")

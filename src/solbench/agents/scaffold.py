@@ -36,7 +36,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from solbench.agents.agent_logs import parse_usage
-from solbench.agents.types import Budget, Graded, Grader, Price, Spent, Usage
+from solbench.agents.types import Budget, Graded, Grader, Price, Spent, Usage, submission_rank
 
 #: parent variables an agent may see without being told; nothing that holds a key
 _PASS_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "TZ")
@@ -102,9 +102,7 @@ def default_feedback(g: Graded) -> str:
 
 def best_of(graded: list[Graded]) -> Graded | None:
     """The best submission: passed first, then highest ``score_sol``, then ``score_speedup``; earliest on ties."""
-    def rank(g: Graded) -> tuple:
-        return g.passed, *(float("-inf") if x is None else x for x in (g.score_sol, g.score_speedup))
-    return max(graded, key=rank, default=None)  # max keeps the first of equals
+    return max(graded, key=submission_rank, default=None)  # max keeps the first of equals
 
 
 def agent_env(extra: dict | None, workspace: Path) -> dict[str, str]:

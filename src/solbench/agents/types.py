@@ -146,6 +146,11 @@ class Graded(BaseModel):
     eval_s: float = 0.0
 
 
+def submission_rank(g: Graded) -> tuple:
+    """How submissions compare: passed first, then the held-out SOL score, then the held-out speedup."""
+    return g.passed, *(float("-inf") if x is None else x for x in (g.score_sol, g.score_speedup))
+
+
 class Grader(Protocol):
     """Grades a candidate's sources through the evaluator's public API."""
 

@@ -25,6 +25,7 @@ from solbench import scoring
 from solbench.analysis.roofline import Work, count_work
 from solbench.evaluate import build_cache, trusted
 from solbench.hardware.platform import detect_platform
+from solbench.problems.heldout import HELDOUT_PREFIX
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
 from solbench.evaluate.footprint import too_large
 from solbench.evaluate.judgement import judge
@@ -36,7 +37,6 @@ from solbench.hardware.spec import Ceilings, HardwareSpec
 from solbench.problems.problem import Problem
 from solbench.problems.solution import Solution
 
-HELDOUT_PREFIX = "heldout-"
 atexit.register(trusted.retire_all)
 #: bytes of Triton cache carried from one evaluation of a solution to the next (regular files only)
 MAX_CACHE_BYTES = 256 << 20

@@ -72,6 +72,9 @@ def _multiples(problem: Problem) -> dict[str, int]:
     return out
 
 
+HELDOUT_PREFIX = "heldout-"  # every held-out workload's uuid starts so
+
+
 def draw_heldout(problem: Problem, count: int, seed: int, device: str, max_tries: int = 40) -> list[Workload]:
     """``count`` new workloads for ``device``, reproducible from ``seed``."""
     from solbench.analysis.roofline import count_work
@@ -123,7 +126,7 @@ def draw_heldout(problem: Problem, count: int, seed: int, device: str, max_tries
         if work.bytes > byte_cap or any(axes == x.axes for x in list(problem.workloads) + drawn):
             continue
         key = hashlib.sha256(f"{problem.name}:{sorted(axes.items())}".encode()).hexdigest()[:10]
-        w = w.model_copy(update={"uuid": f"heldout-{key}", "axes": dict(axes),
+        w = w.model_copy(update={"uuid": f"{HELDOUT_PREFIX}{key}", "axes": dict(axes),
                                  "label": f"held-out {' '.join(f'{k}={v}' for k, v in axes.items())}"})
         drawn.append(w)
     return drawn

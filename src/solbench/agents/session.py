@@ -36,6 +36,9 @@ class Setup(BaseModel):
     external_env: dict[str, str | None] = {}  # variables the external agent sees (None: the parent's value)
     external_wall_s: float = 2400.0  # an external agent's wall limit where the budget sets none (40 minutes)
     stop_on_pass: bool = False
+    #: the attempt's language alone must do the work (an arm in CuTe DSL may not pass by calling Triton, a
+    #: vendor library or torch.compile): ``EvalOptions.single_language``
+    single_language: bool = True
 
 
 def seed_for(secret: int, problem: str, replicate: int) -> int:
@@ -76,7 +79,7 @@ def run_attempt(problem: Any, language: str, model: Any, setup: Setup, store: An
     done = journal.result() if journal.status() == "finished" else None
     if done is not None:
         return AttemptResult.model_validate(done)
-    opts = EvalOptions(device=setup.device, baselines=setup.baselines)
+    opts = EvalOptions(device=setup.device, baselines=setup.baselines, single_language=setup.single_language)
     grader = EvalGrader(problem, opts, store=store, heldout=setup.heldout,
                         seed=seed_for(setup.secret, problem.name, replicate), author=model.name,
                         label=f"{arm}-r{replicate}")

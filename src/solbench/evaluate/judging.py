@@ -22,6 +22,11 @@ from solbench.evaluate.subjects import Called, LocalSubject
 #: the DSL kernels' share of the profiled call's device time under which the verdict is reward_hack (under 0.5
 #: it is a warning, dsl_share_low)
 MIN_DSL_SHARE = 0.25
+#: the same under the one-language rule (``EvalOptions.single_language``): PyTorch glue (copies, fills) may take
+#: the rest
+SINGLE_LANGUAGE_SHARE = 0.75
+#: device time of another language's or a library's kernels below which they are not counted (a stray fill)
+FOREIGN_TOLERANCE = 0.02
 #: the draw number of the reference call that sets a workload's time limit (``limits``), apart from the others
 LIMIT_DRAW = 999_999
 #: elements of the outputs the interpreter saw the DSL kernels store, as a share of the output elements the call
@@ -44,6 +49,34 @@ def _produced(outputs: list[Any], before: list[Any]) -> int:
 
     return sum(int(produced(out, b).sum()) for out, b in zip(outputs, before)
                if isinstance(out, torch.Tensor) and not out.is_meta)
+
+
+def language_proof(acc, language, single: bool, warnings: list[str]) -> tuple[str, str] | None:
+    """The profiled call's account of whose kernels did the work (``integrity.kernel_origin``): a reward-hack
+    reason and message, or None (with warnings added). The solution's own kernels must take ``MIN_DSL_SHARE`` of
+    the device time (``SINGLE_LANGUAGE_SHARE`` under the one-language rule, where another language's or a
+    library's kernels are reward hacks too); for a language whose proof has not been shown on a GPU
+    (``Language.proof``) a low share is a warning only."""
+    from solbench.evaluate.integrity import kernel_origin as ko
+
+    share = acc.share(ko.OWN) or 0.0
+    foreign = {o: f for o, f in acc.foreign().items() if f > FOREIGN_TOLERANCE}
+    where = acc.describe(o for o in acc.us if o != ko.OWN)
+    if single and foreign:
+        return ("foreign_kernel", f"kernels that are not {language.name}'s took {sum(foreign.values()):.1%} of the "
+                                  f"profiled call's device time ({acc.describe(foreign)}); this evaluation allows "
+                                  "one language only")
+    if foreign.keys() & {ko.CUBLAS, ko.CUDNN}:
+        warnings.append("vendor_kernel")  # a library did part of the work: the solution is partly not its own
+    need = SINGLE_LANGUAGE_SHARE if single else MIN_DSL_SHARE
+    if share >= need:
+        return None
+    if not language.proof:
+        warnings.append("dsl_share_low")
+        return None
+    return ("no_dsl_kernel" if share == 0.0 else "dsl_share_low",
+            f"the solution's own {language.name} kernels took {share:.1%} of the profiled call's device time (at "
+            f"least {need:.0%} is required); the rest ran in: {where}")
 
 
 def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
@@ -177,7 +210,7 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
         for d in range(draws):
             seed = ctx.seed_for(uuid, d)
             base = inputs(seed)
-            profiled = d == 0 and subject.is_dsl and untrusted and ctx.profiled(uuid)
+            profiled = d == 0 and subject.proves and untrusted and ctx.profiled(uuid)
             first = call(base, profile=profiled)
             got = judged(base, first, f"draw {d}")
             if got is None:
@@ -186,10 +219,9 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
                 result["profiled"] = True  # the trusted side warns when this call gave the proof no evidence
             if profiled and first.dsl_share is not None:
                 result["dsl_share"] = first.dsl_share
-                if first.dsl_share < MIN_DSL_SHARE:
-                    fail("reward_hack", ["no_dsl_kernel" if first.dsl_share == 0.0 else "dsl_share_low"],
-                         f"the solution's own Triton kernels took {first.dsl_share:.1%} of the profiled call's device "
-                         f"time (at least {MIN_DSL_SHARE:.0%} is required); the longest kernels were {first.kernels}")
+                hack = language_proof(first.account, subject.language, bool(job.get("single_language")), warnings)
+                if hack:
+                    fail("reward_hack", [hack[0]], hack[1])
                     break
             try:
                 ref, anchor = reference_of(base)

@@ -45,9 +45,9 @@ class Called(_Reply):
     outputs: list[dict[str, Any]] = Field(default_factory=list, max_length=64)
     count: int = 0
     peak_memory_bytes: int | None = None
-    dsl_share: float | None = Field(default=None, ge=0.0, le=1.0)
     dsl_stores: int | None = Field(default=None, ge=0)
-    kernels: list[list[Any]] = Field(default_factory=list, max_length=8)
+    #: with profiling: [kernel name, device microseconds] per distinct kernel (``integrity.language.by_name``)
+    kernels: list[list[Any]] = Field(default_factory=list, max_length=256)
 
 
 class Timed(_Reply):

@@ -28,6 +28,7 @@ from solbench.hardware.platform import detect_platform
 from solbench.problems.heldout import HELDOUT_PREFIX
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
 from solbench.evaluate.footprint import too_large
+from solbench.evaluate.integrity import linked
 from solbench.evaluate.judgement import judge
 from solbench.evaluate.phases import Phases
 from solbench.evaluate.sandbox import namespaces_available  # noqa: F401  (re-exported)
@@ -70,6 +71,9 @@ class EvalOptions:
     #: GPU language proof (integrity/language.py): profile one call of a DSL solution for its own kernels' share of
     #: the device time, on one workload the secret seed picks ("one"), on every one ("all", or True) or never ("off")
     profile_dsl: str | bool = "one"
+    #: one language only (an experiment arm's rule; a problem's policy can ask it too): kernels of another
+    #: language or library (Triton in a CuTe DSL solution, cuBLAS, torch.compile's) are reward hacks, not glue
+    single_language: bool = False
     #: CPU threads of the trusted worker and of every candidate alike (torch.set_num_threads), so CPU times compare
     cpu_threads: int = 1
 
@@ -147,6 +151,7 @@ def _job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int
         "llc_bytes": llc,
         "input_sets": opts.input_sets,
         "profile_dsl": profile_mode(opts.profile_dsl),
+        "single_language": single_language(problem, opts),
         "cpu_threads": opts.cpu_threads,
         "startup_timeout_s": opts.startup_timeout_s,
         "workload_timeout_s": opts.workload_timeout_s,
@@ -199,7 +204,8 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
     uuids = _select_workloads(problem, opts)
     ph = Phases()
     with ph("static_scan"):
-        findings = static_findings(problem, solution, language.name) if opts.static_checks else []
+        findings = (static_findings(problem, solution, language.name, single_language(problem, opts))
+                    if opts.static_checks else [])
     if any(f.severity == "reject" for f in findings):
         return _rejected_statically(problem, solution, language.name, opts, uuids, findings, seed, started_wall, t0,
                                     store, run_id)
@@ -209,7 +215,9 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
             staged = stage_solution(solution, workdir)
         subject = {"kind": "solution", "staged": str(staged), "language": language.name,
                    "entry_file": solution.spec.entry_file, "function": solution.spec.entry_function,
-                   "dps": solution.spec.destination_passing_style}
+                   "dps": solution.spec.destination_passing_style,
+                   # the language proof's names, read here from the sources as submitted
+                   "kernel_names": sorted(language.kernel_names({f.path: f.content for f in solution.sources}))}
         # the candidate's one writable directory: its cwd, TMPDIR and HOME, its Triton and Inductor caches, the
         # CPU arenas. Its Triton cache starts as a copy of this solution's own (keyed by digest) and is copied back
         private = workdir / "tmp"
@@ -283,6 +291,11 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
                 "reasons": ["language_unavailable" if unavailable else "too_large_for_device"]}
             results.append(judge(problem, uuid, r, base, work.get(uuid), datasheet,
                                  opts.calibrated, int(opts.hardware.llc_bytes.value)))
+        if build.key and not unavailable:  # what the built object links and imports, read here from the cache
+            used = linked.object_use(build_cache.lookup(build.key, build.root))
+            linked.apply(results, used, language.name, single_language(problem, opts))
+            if used:
+                env["linked"] = used
     verdicts = [r.verdict for r in results]
     ev = Evaluation(
         problem=problem.name, problem_dir=str(problem.directory), problem_digest=problem.digest(),
@@ -292,8 +305,10 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         reasons=sorted({r for w in results for r in w.reasons if w.verdict != "passed"}),
         warnings=sorted({x for w in results for x in w.warnings} | {f"static:{f.rule}" for f in findings}
                         | ({"sandbox_rlimits_only"} if env["sandbox"] != "namespaces" else set())
-                        # no language proof for this language yet: its kernels' share of the work is not checked
-                        | ({"language_unproven"} if not language.proof and not unavailable else set())),
+                        # no language proof for this language (or on this device): its kernels' share of the
+                        # work is not checked
+                        | ({"language_unproven"} if not language.proven_on(opts.device) and not unavailable
+                           else set())),
         findings=[f"{f.severity} static:{f.rule} {f.path}:{f.line}: {f.message}" for f in findings],
         message=cand.fatal.get(0, {}).get("message") or unavailable,
         workloads=results, environment=env, seed=seed, started=started_wall,
@@ -328,11 +343,18 @@ def _timed(fn, *args):
     return out, time.perf_counter() - t0
 
 
-def static_findings(problem: Problem, solution: Solution, language: str) -> list:
+def single_language(problem: Problem, opts: EvalOptions) -> bool:
+    """Whether the solution must do its work in its own language alone (the options' or the problem's rule)."""
+    pol = problem.definition.policy
+    return bool(opts.single_language or (pol is not None and pol.single_language))
+
+
+def static_findings(problem: Problem, solution: Solution, language: str, single: bool = False) -> list:
     from solbench.evaluate.integrity.static import Policy, scan_sources
 
     pol = problem.definition.policy
-    policy = Policy(allow=frozenset(pol.allow), forbid_calls=frozenset(pol.forbid_calls)) if pol else Policy()
+    policy = Policy(allow=frozenset(pol.allow) if pol else frozenset(),
+                    forbid_calls=frozenset(pol.forbid_calls) if pol else frozenset(), single_language=single)
     return scan_sources([(s.path, s.content) for s in solution.sources], language, policy)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from solbench.evaluate import protocol
+from solbench.evaluate.integrity import kernel_origin
 from solbench.evaluate.calls import as_list, copied, cuda_healthy, short_traceback
 
 #: re-checked calls per round, picked at random among the round's timed calls, the round's last one beside
@@ -33,7 +34,8 @@ class Called:
     failed: dict[str, Any] | None = None
     lost: bool = False  # the subject's process (or CUDA context) cannot go on
     peak_memory_bytes: int | None = None  # device memory the call allocated beyond its inputs, at its peak
-    dsl_share: float | None = None  # with profiling: the solution's own DSL kernels' share of device time
+    dsl_share: float | None = None  # with profiling: the solution's own kernels' share of device time
+    account: Any = None  # with profiling: kernel_origin.Account, device time by whose kernels ran
     dsl_stores: int | None = None  # on the CPU: elements the solution's DSL kernels stored during the call
     kernels: list[Any] = field(default_factory=list)  # with profiling: the longest kernels (name, us)
     message: str | None = None
@@ -67,6 +69,7 @@ class LocalSubject:
 
     untrusted = False
     is_dsl = False
+    proves = False
     interpreted = False
 
     def __init__(self, ctx, fn: Callable | None, compile_per_workload: bool = False):
@@ -139,7 +142,13 @@ class RemoteSubject:
         self.ctx = ctx
         self.subject = subject
         language = get_language(subject["language"])
-        self.is_dsl = subject["language"] == "triton"
+        self.language = language
+        self.is_dsl = subject["language"] == "triton"  # the ghost replay and the interpreter's store count
+        names = set(subject.get("kernel_names") or ())
+        #: whether a profiled call must show the solution's own kernels: every kernel language (a solution that
+        #: defines none has a share of zero), not PyTorch
+        self.proves = language.name != "pytorch"
+        self.owns = lambda kernel: language.owns(kernel, names)
         self.interpreted = ctx.dev.type == "cpu" and language.interpreted_on_cpu
         self.proc = None
         self.ready_s: float | None = None
@@ -330,9 +339,17 @@ class RemoteSubject:
         if reply.count != len(shapes) and len(outputs) == len(shapes) and not reply.codes:
             outputs.append("an extra output")  # the count mismatch is judged as incorrect_shape
         peak = reply.peak_memory_bytes  # the candidate's own report: informational
+        acc = self._account(reply.kernels) if profile else None
         return Called(outputs=outputs, inputs_after=after, codes=reply.codes,
                       peak_memory_bytes=peak if isinstance(peak, int) and peak >= 0 else None,
-                      dsl_share=reply.dsl_share, dsl_stores=reply.dsl_stores, kernels=reply.kernels[:5])
+                      dsl_share=acc.share(kernel_origin.OWN) if acc else None, account=acc,
+                      dsl_stores=reply.dsl_stores, kernels=[k[:2] for k in reply.kernels[:5]])
+
+    def _account(self, kernels: list[list[Any]]):
+        """Whose kernels the profiled call ran, told here from their names (``integrity.kernel_origin``)."""
+        pairs = [(k[0], k[1]) for k in kernels if len(k) >= 2 and isinstance(k[0], str)
+                 and isinstance(k[1], (int, float)) and not isinstance(k[1], bool)]
+        return kernel_origin.account(pairs, self.owns, self.language.own_origins)
 
     def time(self, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int], list[Any]],
              recheck: Callable[[list[Any], list[Any]], str | None]) -> Timed:

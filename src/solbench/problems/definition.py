@@ -147,6 +147,9 @@ class IntegrityPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
     allow: list[str] = Field(default_factory=list)
     forbid_calls: list[str] = Field(default_factory=list)
+    #: the solution's own language alone does the work: another language's or a library's kernels, imports or
+    #: includes are reward hacks (``EvalOptions.single_language`` asks the same for one evaluation)
+    single_language: bool = False
 
 
 class Definition(BaseModel):

@@ -1,64 +1,40 @@
-"""Language proof by the profiler: the solution's own DSL kernels must do the device work.
+"""Language proof by the profiler: the solution's own kernels must do the device work.
 
-For a Triton solution on the GPU, right after a checked call, one more call on copies of its inputs runs under the
-PyTorch profiler (CUDA activity: kernel names and device times; its outputs are not used). The kernels whose names
-are those of the solution's own ``@triton.jit`` functions make up its *DSL share* of the call's device time. A
-share of zero means no kernel of the solution's ran while other kernels did the work (``no_dsl_kernel``); a small
-share is reported as a warning, since glue work in PyTorch (allocation, a transpose) is legitimate. The ghost
-replay (``dynamic.ghost_mode``) is the other half of the proof: it shows the DSL kernels' output is used. By
-default one workload per solution is profiled, chosen from the run's secret seed (``EvalOptions.profile_dsl``:
-"one", "all" or "off").
+For a solution in a kernel language on the GPU, right after a checked call, one more call on copies of its inputs
+runs under the PyTorch profiler (CUDA activity: kernel names and device times; its outputs are not used). The
+candidate's process sends back every kernel's name and time (``by_name``); the trusted side tells whose each
+kernel is (``kernel_origin``) from the names the language plug-in read in the solution's sources, and the
+solution's own kernels make up its *share* of the call's device time (``judging``). A share of zero means no
+kernel of the solution's ran while other kernels did the work (``no_dsl_kernel``); a small share is reported as
+a warning, since glue work in PyTorch (allocation, a transpose) is legitimate. For Triton the ghost replay
+(``dynamic.ghost_mode``) is the other half of the proof: it shows the DSL kernels' output is used. By default one
+workload per solution is profiled, chosen from the run's secret seed (``EvalOptions.profile_dsl``: "one", "all"
+or "off").
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any, Callable
 
-_JIT_TYPES = {"JITFunction", "Autotuner", "Heuristics", "InterpretedFunction"}
+#: distinct kernel names a profiled call reports (the rest are summed under one name, whose origin is "other")
+MAX_KERNELS = 240
+#: a kernel name is cut to this many characters (the origin patterns look at its start)
+MAX_NAME = 400
+REST = "(more kernels)"
 
 
-def _kernel_name(obj: Any) -> str | None:
-    """The name Triton gives the compiled kernel of a (possibly autotuned or heuristic-wrapped) jit function."""
-    seen = 0
-    while obj is not None and seen < 8:
-        if type(obj).__name__ == "JITFunction" or type(obj).__name__ == "InterpretedFunction":
-            fn = getattr(obj, "fn", None)
-            return getattr(fn, "__name__", None) or getattr(obj, "__name__", None)
-        obj = getattr(obj, "fn", None)
-        seen += 1
-    return None
-
-
-def dsl_kernel_names(staged: str) -> set[str]:
-    """Names of the Triton kernels defined in the solution's own modules (those loaded from ``staged``)."""
-    root = Path(staged).resolve()
-    names: set[str] = set()
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if not path:
-            continue
-        try:
-            if root not in Path(path).resolve().parents:
-                continue
-        except (OSError, ValueError):
-            continue
-        for value in list(vars(module).values()):
-            if type(value).__name__ in _JIT_TYPES:
-                name = _kernel_name(value)
-                if name:
-                    names.add(name)
-    return names
-
-
-def dsl_share(kernels: list[tuple[str, float]], names: set[str]) -> float | None:
-    """The fraction of device time spent in kernels named after the solution's own; None when nothing ran."""
-    total = sum(us for _, us in kernels)
-    if total <= 0:
-        return None
-    own = sum(us for name, us in kernels if any(name == n or name.startswith(n + "_") for n in names))
-    return own / total
+def by_name(kernels: list[tuple[str, float]]) -> list[list[Any]]:
+    """[name, microseconds] per distinct kernel name, longest first; past ``MAX_KERNELS`` names the rest are
+    summed under ``REST``."""
+    sums: dict[str, float] = {}
+    for name, us in kernels:
+        key = str(name)[:MAX_NAME]
+        sums[key] = sums.get(key, 0.0) + float(us)
+    ranked = sorted(sums.items(), key=lambda kv: -kv[1])
+    out = [[n, us] for n, us in ranked[:MAX_KERNELS]]
+    if len(ranked) > MAX_KERNELS:
+        out.append([REST, sum(us for _, us in ranked[MAX_KERNELS:])])
+    return out
 
 
 def profiler_session(device_type: str = "cuda"):

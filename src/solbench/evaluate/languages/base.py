@@ -31,6 +31,23 @@ class Language:
     #: does the language proof check, from the profiler's kernel names, that this language's own kernels did
     #: the work? Without it a solution's claim to the language is reported as unproven (``language_unproven``)
     proof = False
+    #: origins of vendor-library kernels (``integrity.kernel_origin``) that are this language's own work: a
+    #: cuBLAS solution's cuBLAS kernels
+    own_origins: frozenset[str] = frozenset()
+
+    def proven_on(self, device: str) -> bool:
+        """Whether the language proof checks a solution on ``device``: the profiler on a GPU, the interpreter's
+        store count on the CPU (Triton); a compiled language's kernels on the CPU give no evidence."""
+        return self.proof and (device != "cpu" or self.interpreted_on_cpu)
+
+    def kernel_names(self, sources: dict[str, str]) -> set[str]:
+        """The names of the kernels the solution's sources define, read on the trusted side from the solution as
+        submitted (never from what its process reports or leaves in its directory)."""
+        return set()
+
+    def owns(self, kernel: str, names: set[str]) -> bool:
+        """Whether a profiled kernel's (demangled) name is one of the solution's own kernels ``names``."""
+        return False
 
     def unavailable(self, device: str) -> str | None:
         """Why this language cannot run on ``device`` here (a missing package or toolchain, with the install
@@ -126,3 +143,29 @@ def kernelbench_adapter(module: Any, cls: type, staged: Path) -> Callable:
         return None
 
     return run
+
+
+def decorated_functions(sources: dict[str, str], leaves: tuple[str, ...]) -> set[str]:
+    """Names of the functions in the Python ``sources`` that a decorator ending in one of ``leaves`` wraps
+    (``@triton.jit``, ``@triton.autotune(...)``, ``@cute.kernel``), or that are passed to one (``k = jit(f)``)."""
+    import ast
+
+    def leaf(node: ast.AST) -> str | None:
+        node = node.func if isinstance(node, ast.Call) else node
+        return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+
+    names: set[str] = set()
+    for path, text in sources.items():
+        if not path.endswith(".py"):
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if any(leaf(d) in leaves for d in node.decorator_list):
+                    names.add(node.name)
+            elif isinstance(node, ast.Call) and leaf(node) in leaves:
+                names.update(a.id for a in node.args[:1] if isinstance(a, ast.Name))
+    return names

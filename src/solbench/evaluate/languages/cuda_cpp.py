@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 from solbench.evaluate import build_cache
 from solbench.evaluate.languages.base import CompileError, Language, Unsupported
-from solbench.evaluate.languages.cuda_toolchain import (COMPILED, CUDA_SOURCES, TEXT, DEFAULT_TIMEOUT_S, _ARCH_FLAG, _texts, kernel_names, _binding, _flags, _search_path, find_cuda_home, find_nvcc, toolchain, target_arch, arch_flags, compiler_tail, _kill_tree)
+from solbench.evaluate.languages.cuda_toolchain import (COMPILED, CUDA_SOURCES, TEXT, DEFAULT_TIMEOUT_S, _ARCH_FLAG, _texts, kernel_names, kernel_matches, _binding, _flags, _search_path, find_cuda_home, find_nvcc, toolchain, target_arch, arch_flags, compiler_tail, _kill_tree)
 
 #: the child that builds: torch's JIT builder (which also imports the result once: a broken link fails here)
 _BUILD_SCRIPT = """
@@ -59,6 +59,7 @@ print("\\nSOLBENCH_BUILD " + json.dumps({"compile_s": time.perf_counter() - t0})
 
 class CudaCpp(Language):
     name = "cuda_cpp"
+    proof = True  # the profiled call's kernels are the sources' own __global__ functions (or the library's)
     #: flags before the solution's own (which come later, so they win)
     default_cflags: tuple[str, ...] = ("-O3",)
     default_cuda_cflags: tuple[str, ...] = ("-O3",)
@@ -72,7 +73,9 @@ class CudaCpp(Language):
     @classmethod
     def with_library(cls, name: str, *ld_flags: str) -> type["CudaCpp"]:
         """The same language linked with a vendor library (``cublas``: ``-lcublas``)."""
-        return type(f"CudaCpp_{name}", (cls,), {"name": name, "extra_ld_flags": tuple(ld_flags)})
+        # the library's kernels are the solution's own work (integrity.kernel_origin names them)
+        return type(f"CudaCpp_{name}", (cls,), {"name": name, "extra_ld_flags": tuple(ld_flags),
+                                               "own_origins": frozenset({name})})
 
     # ---- what the solution builds against ---------------------------------------------------------------
     def include_dirs(self, dependencies: list[str] | tuple[str, ...] = ()) -> list[str]:
@@ -236,9 +239,12 @@ class CudaCpp(Language):
         report = [ln for ln in text.splitlines() if ln.startswith("SOLBENCH_BUILD ")]
         return float(json.loads(report[-1].split(" ", 1)[1])["compile_s"]) if report else float("nan")
 
-    def kernel_names(self, staged: str | Path) -> set[str]:
-        """The language proof's names: the solution's own ``__global__`` functions (``kernel_matches``)."""
-        return kernel_names(staged)
+    def kernel_names(self, sources: dict[str, str]) -> set[str]:
+        """The language proof's names: the solution's own ``__global__`` functions."""
+        return kernel_names(".", {p: t for p, t in sources.items() if p.endswith(TEXT)})
+
+    def owns(self, kernel: str, names: set[str]) -> bool:
+        return kernel_matches(kernel, names)
 
 
 class Cutlass(CudaCpp):
@@ -265,9 +271,9 @@ class Cutlass(CudaCpp):
                     "is here; pip install nvidia-cutlass, or set CUTLASS_PATH to a CUTLASS checkout")
         return super().unavailable(device)
 
-    def kernel_names(self, staged: str | Path) -> set[str]:
+    def kernel_names(self, sources: dict[str, str]) -> set[str]:
         # CUTLASS's kernels are its templates' entry points, instantiated with the solution's types
-        return kernel_names(staged) | {"cutlass::Kernel", "cutlass::Kernel2", "cutlass::device_kernel"}
+        return super().kernel_names(sources) | {"cutlass::Kernel", "cutlass::Kernel2", "cutlass::device_kernel"}
 
 
 def cutlass_dirs() -> list[str] | None:

@@ -8,11 +8,12 @@ verdict with the reason and the install command, never a crash. Loading is Pytho
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import shutil
 import subprocess
 
-from solbench.evaluate.languages.base import Language
+from solbench.evaluate.languages.base import Language, decorated_functions
 
 
 def _has_module(name: str) -> bool:
@@ -22,6 +23,24 @@ def _has_module(name: str) -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=None)
+def _import_error(module: str) -> str | None:
+    """Why ``module`` fails to import, asked once per process in a child of its own (the trusted side imports no
+    kernel language): its last error line, or None."""
+    import sys
+
+    code = f"import {module}"
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"the import check failed: {exc}"
+    if done.returncode == 0:
+        return None
+    lines = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else f"exit status {done.returncode}")[:300]
+
+
 class PythonDSL(Language):
     """A DSL embedded in Python: its package must import, and it runs on a CUDA device."""
 
@@ -29,14 +48,30 @@ class PythonDSL(Language):
     module = ""
     #: how to get it
     install = ""
-    #: what the language proof looks for in the profiler's kernel names (informational until profiled)
+    #: what the language proof looks for in the profiler's kernel names
     kernel_hint = ""
+    #: the decorators (by their last name) that make a Python function one of the DSL's kernels
+    kernel_decorators: tuple[str, ...] = ()
+    #: how the DSL names a kernel compiled from function ``{name}`` (a regular expression over the profiler's
+    #: demangled name; ``{name}`` is the function's, escaped)
+    kernel_pattern = r"(?:^|_){name}(?:_|$)"
+
+    def kernel_names(self, sources: dict[str, str]) -> set[str]:
+        return decorated_functions(sources, self.kernel_decorators) if self.kernel_decorators else set()
+
+    def owns(self, kernel: str, names: set[str]) -> bool:
+        import re
+
+        return any(re.search(self.kernel_pattern.format(name=re.escape(n)), kernel) for n in names)
 
     def unavailable(self, device: str) -> str | None:
         if device == "cpu":
             return f"{self.name} kernels need a CUDA device (this evaluation runs on the CPU)"
         if self.module and not _has_module(self.module):
             return f"{self.name} needs the Python package {self.module!r}, not installed here: {self.install}"
+        broken = _import_error(self.module) if self.module else None
+        if broken:
+            return f"{self.name}: the package {self.module!r} is here but does not import ({broken}): {self.install}"
         return None
 
 
@@ -45,6 +80,10 @@ class CuteDSL(PythonDSL):
     module = "cutlass.cute"
     install = "pip install nvidia-cutlass-dsl"
     kernel_hint = "kernels compiled by CuTe DSL (cutlass.cute.kernel functions)"
+    kernel_decorators = ("kernel",)
+    # CuTe DSL 4.x names the kernel of ``@cute.kernel def f`` kernel_cutlass_f_<mangled arguments>_<n> (the
+    # middle cut at 180 characters; ``set_name_prefix`` renames it, which the proof then does not recognise)
+    kernel_pattern = r"^kernel_cutlass_{name}(?:_.*)?_\d+$"
 
 
 class TileLang(PythonDSL):
@@ -52,6 +91,7 @@ class TileLang(PythonDSL):
     module = "tilelang"
     install = "pip install tilelang (it pins apache-tvm-ffi below 0.1.13: keep it in an environment of its own)"
     kernel_hint = "kernels compiled by TileLang (T.prim_func / tilelang.jit)"
+    kernel_decorators = ("prim_func",)  # T.prim_func main -> main_kernel
 
 
 class TvmTirx(PythonDSL):
@@ -59,6 +99,7 @@ class TvmTirx(PythonDSL):
     module = "tvm"
     install = "pip install apache-tvm==0.25.0.post1 (MetaKernelBench's pin; tir_pipeline='tirx')"
     kernel_hint = "kernels compiled by TVM with tir_pipeline='tirx'"
+    kernel_decorators = ("prim_func",)
 
     def unavailable(self, device: str) -> str | None:
         why = super().unavailable(device)
@@ -72,6 +113,7 @@ class CuTile(PythonDSL):
     module = "cuda.tile"
     install = "pip install cuda-tile (on Hopper it also needs CUDA 13.3 or newer for tileiras)"
     kernel_hint = "kernels compiled by cuTile (ct.kernel functions)"
+    kernel_decorators = ("kernel",)
 
     def unavailable(self, device: str) -> str | None:
         why = super().unavailable(device)
@@ -97,6 +139,7 @@ class CuDNNFrontend(PythonDSL):
     module = "cudnn"
     install = "pip install nvidia-cudnn-frontend"
     kernel_hint = "cuDNN's own kernels (cudnn*/sm90_* names): a vendor library, not a DSL of the solution's"
+    own_origins = frozenset({"cudnn"})
 
 
 def _cuda_release(text: str) -> tuple[int, int] | None:

@@ -16,7 +16,7 @@ line of defence.
 from __future__ import annotations
 
 # the check modules declare their rules and register their checks on import
-from . import caching, cpp, dynamic_code, interception, introspection, language, processes, system  # noqa: F401
+from . import caching, cpp, dynamic_code, foreign, interception, introspection, language, processes, system  # noqa: F401,E501
 from . import timing_hardware  # noqa: F401
 from .python import PyScanner
 from .rules import CHECKS, REJECT, RULES, WARN, Check, Finding, Policy, Rule, rejected

@@ -41,6 +41,10 @@ class Policy:
     allow: frozenset[str] = frozenset()
     #: dotted names a problem forbids, e.g. "torch.matmul"; "torch.nn.functional.*" forbids a whole namespace
     forbid_calls: frozenset[str] = frozenset()
+    #: only the solution's own language may do the work (``foreign_language`` rejects another's use)
+    single_language: bool = False
+    #: the solution's language (set by ``scan_sources``)
+    language: str = ""
 
 
 #: every rule by id, in the order the check modules declare them

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import gc
 
 from .cpp import scan_cpp
@@ -29,8 +30,8 @@ def kind_of(path: str, language: str) -> str:
 
 def scan_sources(sources: list[tuple[str, str]], language: str, policy: Policy | None = None) -> list[Finding]:
     """Scan a solution's sources; findings of rules in ``policy.allow`` are dropped."""
-    policy = policy or Policy()
     lang = (language or "pytorch").lower()
+    policy = dataclasses.replace(policy or Policy(), language=lang)
     findings: list[Finding] = []
     gc_was_enabled = gc.isenabled()
     gc.disable()  # parsing allocates many small objects; collecting them mid-scan only costs time

@@ -3,7 +3,7 @@
 # 64 MiB per call. Two halves:
 #
 #   here:   scripts/carry-language.sh pack LANG      wheels for Python 3.12 / x86-64 into .carry/LANG/, one tar
-#                                                    split into parts of at most 40 MiB (the working tree travels
+#                                                    split into parts of at most 51 MiB (CARRY_PART_MIB) (the working tree travels
 #                                                    beside them): .carry/LANG.part-00, -01, ...
 #   there:  scripts/carry-language.sh unpack LANG    appends the part(s) carried in this call to
 #                                                    /opt/solbench-carry/LANG.tar (files outside the repository stay
@@ -43,7 +43,7 @@ case "$mode" in
       rm -f ".carry/$lang/${skip}"*.whl
     done
     tar -C .carry -cf ".carry/$lang.tar" "$lang"
-    split -b 40m -d -a 2 ".carry/$lang.tar" ".carry/$lang.part-"
+    split -b "${CARRY_PART_MIB:-51}m" -d -a 2 ".carry/$lang.tar" ".carry/$lang.part-"
     rm -f ".carry/$lang.tar"
     ls -l ".carry/$lang.part-"* | awk '{print $5, $9}'
     echo "carry each part in its own call, in order, each running: scripts/carry-language.sh unpack $lang"

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The whole GPU check in one call: the main job on the starter suite, the GPU test set, benchmarks.
 # Usage: scripts/gpu-check.sh [stage ...]
-#   stages: tests (= fast bundled), quick (the integrity corpus, the timing, hang and tf32x3 tests, about 3 min),
-#           fast (the GPU test set but the bundled examples), bundled (every starter
-#           example on the GPU, baselines included), run (the main job), bench, ncu, calibrate, floor, start, probe,
+#   stages: tests (= fast bundled languages), quick (the integrity corpus, the timing, hang and tf32x3 tests, about 3 min),
+#           fast (the GPU test set but the bundled examples and the languages stage's), bundled (every starter
+#           example on the GPU, baselines included), run (the main job; RUN_ARGS, e.g. "--language cuda_cpp
+#           --baselines none"), bench, ncu, calibrate, floor, start, probe,
 #           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without),
 #           profcost (what the language proof's profiler adds per solution: PROFCOST_N solutions, off and on),
 #           isolation (which step of the candidate's sandbox this machine's CUDA tolerates, start and IPC),
 #           agents (the agent loop, an external agent and a transfer experiment against a loopback model server,
-#           real GPU evaluations; then the loop's overhead), select (the GPU tests matching GPU_K, a pytest -k)
+#           real GPU evaluations; then the loop's overhead), languages (one example per kernel language on one
+#           problem, and solutions posing as another language; the languages installed under
+#           /opt/solbench-lang by scripts/carry-language.sh are on the path), select (the GPU tests matching GPU_K, a pytest -k)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline (about 5 minutes for
@@ -29,10 +32,19 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     || { echo "wheel install failed"; exit 1; }
   export PYTHONPATH="/tmp/site:$PWD/src" SOLBENCH_EXTRA_PATH=/tmp/site
 fi
+# kernel languages installed by scripts/carry-language.sh, each in a folder of its own: on the path of this
+# process and (SOLBENCH_EXTRA_PATH) of the candidates' sandboxes, with what their .pth files add (pip --target does
+# not run them: CuTe DSL's puts its cutlass package on the path that way)
+for lang_dir in /opt/solbench-lang/*/; do
+  [ -d "$lang_dir" ] || continue
+  lang_paths=$(python3 -c 'import site, sys; before = list(sys.path); site.addsitedir(sys.argv[1])
+print(":".join(p for p in sys.path if p not in before))' "${lang_dir%/}" 2>/dev/null || echo "${lang_dir%/}")
+  export PYTHONPATH="$PYTHONPATH:$lang_paths" SOLBENCH_EXTRA_PATH="${SOLBENCH_EXTRA_PATH:+$SOLBENCH_EXTRA_PATH:}$lang_paths"
+done
 export SOLBENCH_GPU_DB="$OUT/gpu.db"
 [ -f .gpudb/gpu.db ] && [ ! -f "$SOLBENCH_GPU_DB" ] && cp .gpudb/gpu.db "$SOLBENCH_GPU_DB" && chmod u+w "$SOLBENCH_GPU_DB"
 stages=()
-for s in "$@"; do [ "$s" = tests ] && stages+=(fast bundled) || stages+=("$s"); done
+for s in "$@"; do [ "$s" = tests ] && stages+=(fast bundled languages) || stages+=("$s"); done
 [ ${#stages[@]} -eq 0 ] && stages=(fast bundled run bench)
 declare -A status
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
@@ -40,9 +52,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 for stage in "${stages[@]}"; do
   start=$(date +%s)
   case "$stage" in
-    run)   timeout ${RUN_LIMIT:-350} python3 -m solbench.cli run --device cuda --db "$SOLBENCH_GPU_DB" --quiet </dev/null \
+    run)   timeout ${RUN_LIMIT:-350} python3 -m solbench.cli run --device cuda --db "$SOLBENCH_GPU_DB" --quiet ${RUN_ARGS:-} </dev/null \
              2>&1 | tee "$OUT/run.txt" ;;
     fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "not test_bundled_examples" tests \
+             --ignore=tests/test_gpu_languages.py --ignore=tests/test_gpu_cuda_cpp.py \
              </dev/null 2>&1 | tee "$OUT/fast.txt" ;;
     quick) timeout ${QUICK_LIMIT:-240} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest or \
              held_stream or side_stream or cupti or graph_time or persisting or set_aside or profiler or repeats or fault \
@@ -53,6 +66,8 @@ for stage in "${stages[@]}"; do
     agents) { timeout ${AGENTS_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -s -p no:cacheprovider tests/test_gpu_agents.py; \
              timeout 120 python3 benchmarks/bench_agent_loop.py --device cuda --attempts 3 --out "$OUT/agent-loop.json"; } \
              </dev/null 2>&1 | tee "$OUT/agents.txt" ;;
+    languages) timeout ${LANGUAGES_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -s -p no:cacheprovider \
+             tests/test_gpu_languages.py tests/test_gpu_cuda_cpp.py </dev/null 2>&1 | tee "$OUT/languages.txt" ;;
     select) timeout ${SELECT_LIMIT:-120} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "${GPU_K:?GPU_K}" tests \
              </dev/null 2>&1 | tee "$OUT/select.txt" ;;
     probe) timeout 90 python3 benchmarks/probe_transport.py </dev/null 2>&1 | tee "$OUT/probe.txt" ;;
@@ -82,14 +97,15 @@ echo "== solbench GPU check =="
 printf '%-14s %s\n' stage result
 for stage in "${stages[@]}"; do printf '%-14s %s\n' "$stage" "${status[$stage]:-skipped}"; done
 # pytest runs verbose, so a stage stopped by its time limit still shows which tests ran and how they ended
-for f in quick fast bundled agents select; do
+for f in quick fast bundled agents languages select; do
   [ -f "$OUT/$f.txt" ] || continue
   n() { grep -cE "^tests/[^ ]*$1[^ ]* $2" "$OUT/$f.txt"; }  # verbose pytest: "tests/FILE::TEST OUTCOME [ n%]"
   echo "-- $f: $(n '' PASSED) passed, $(n '' FAILED) failed, $(n '' ERROR) errors, $(n '' SKIPPED) skipped"
   [ "$f" = quick ] || [ "$f" = fast ] && echo "   exploits $(n test_exploit_is_caught PASSED) caught," \
     "$(n test_exploit_is_caught FAILED) missed; honest $(n test_honest_solution_passes PASSED) passed," \
     "$(n test_honest_solution_passes FAILED) rejected"
-  grep -E "^(FAILED|ERROR) |^=+ .*(passed|failed).* =+$|^(exploits caught|honest solutions passed):" "$OUT/$f.txt" \
+  grep -E "^(FAILED|ERROR) |^=+ .*(passed|failed).* =+$|^(exploits caught|honest solutions passed):|^LANGUAGE " \
+    "$OUT/$f.txt" \
     | tail -n 25
 done
 exit 0

@@ -40,9 +40,15 @@ def test_problem_is_complete(problem):
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.name)
 def test_reference_and_example_pass_on_cpu(problem):
     """The reference passes its own check (the eager baseline), and the example solution passes (Triton's
-    interpreter computes its dots and casts faithfully, so nothing is `unsupported` on the CPU)."""
+    interpreter computes its dots and casts faithfully, so no Triton example is `unsupported` on the CPU).
+    Examples in a GPU-only language (CUDA C++, CuTe DSL) are `unsupported` here, with the reason, and run on the
+    GPU (tests/test_gpu.py)."""
     for path in problem.example_solutions:
-        ev = evaluate(problem, load_solution(path, problem.name), EvalOptions(device="cpu", draws=2))
+        solution = load_solution(path, problem.name)
+        ev = evaluate(problem, solution, EvalOptions(device="cpu", draws=2))
+        if solution.language not in ("triton", "pytorch"):
+            assert ev.verdict == "unsupported" and all(w.reasons == ["language_unavailable"] for w in ev.workloads)
+            continue
         for w in ev.workloads:
             assert w.eager_ms is not None, f"reference failed its own check: {w.warnings}"
             assert not [x for x in w.warnings if x.startswith("reference_")]

@@ -20,18 +20,13 @@ from solbench.errors import UserError
 from solbench.guard import GuardedTyper as _Typer
 from solbench.guard import failure_line
 from solbench.guard import one_line as _one_line
+from solbench.cli_options import DbOption, HoldOption, ProfileOption
 from solbench.guard import where as _where
 
 app = _Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
              help="solbench: GPU kernels against the hardware's speed of light.")
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
-
-DbOption = typer.Option("solbench.db", "--db", help="results database (SQLite)")
-ProfileOption = typer.Option("one", "--profile-dsl", help="GPU language proof: profile a DSL solution's call for "
-                             "its own kernels' share on one workload the run's seed picks (one), all, or off")
-HoldOption = typer.Option(True, "--hold/--no-hold", help="GPU: hold the stream with a spin kernel so samples time "
-                          "the device, not the host's launches (--no-hold counts host-bound launch latency)")
 
 
 def _profile_mode(mode: str) -> str:
@@ -234,6 +229,8 @@ def eval_cmd(
     heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes from the axis ranges"),
     profile_dsl: str = ProfileOption,
     hold: bool = HoldOption,
+    single_language: bool = typer.Option(False, "--single-language", help="the solution's own language alone may "
+                                         "do the work: another language's or a library's kernels are reward hacks"),
     quiet: bool = typer.Option(False, help="no progress lines"),
 ) -> None:
     """Evaluate one solution on one problem: correctness, timing, baselines, SOL score."""
@@ -267,7 +264,8 @@ def eval_cmd(
         sol = load_solution(solution, prob.definition)
         opts = EvalOptions(device=_device(device), draws=draws, workloads=list(workload) if workload else None,
                            use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=_profile_mode(profile_dsl),
-                           timing=TimingConfig(hold=hold), progress=_progress_printer(not quiet and not as_json))
+                           timing=TimingConfig(hold=hold), progress=_progress_printer(not quiet and not as_json),
+                           single_language=single_language)
     if hardware:
         opts.hardware = get_hardware(hardware)
     ev = evaluate(prob, sol, opts, store=store if replay is None else None)
@@ -293,74 +291,19 @@ def eval_cmd(
               + (f"; SOL score {ev.sol_score:.3f}" if ev.sol_score is not None else ""))
 
 
-@app.command()
-def run(
-    suite: str = typer.Option("starter", help="suite name"),
-    problem: Optional[List[str]] = typer.Option(None, help="only these problems (names or directories)"),
-    family: Optional[str] = typer.Option(None, help="only this family"),
-    device: str = typer.Option("auto", help="auto, cpu or cuda"),
-    db: Path = DbOption,
-    as_json: bool = typer.Option(False, "--json"),
-    draws: int = typer.Option(5, min=1),
-    no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
-    heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes per problem"),
-    profile_dsl: str = ProfileOption,
-    hold: bool = HoldOption,
-    quiet: bool = typer.Option(False),
-) -> None:
-    """The main job: evaluate every problem's example solutions against baselines and SOL."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from solbench.evaluate.runner import EvalOptions, evaluate
-    from solbench.evaluate.timing import TimingConfig
-    from solbench.hardware.registry import detect
-    from solbench.problems.problem import load_problem
-    from solbench.problems.solution import load_solution
-    from solbench.problems.suite import select_problems
-    from solbench.store.db import Store
-
-    dev = _device(device)
-    problems = [load_problem(p) for p in problem] if problem else select_problems(suite=suite, family=family)
-    store = Store(db)
-    hw = detect(dev)
-    calibrated = _stored_calibration(db, hw)
-    run_id = store.start_run(" ".join(sys.argv), dev, hw.id)
-    jobs = [(p, s) for p in problems for s in p.example_solutions]
-    if not jobs:
-        raise UserError("no example solutions to run in the selected problems")
-    evaluations = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=err, disable=quiet or as_json) as progress:
-        task = progress.add_task(f"solbench run on {dev} ({hw.id})", total=len(jobs))
-        for prob, path in jobs:
-            progress.update(task, description=f"{prob.name} / {path.name}")
-            sol = load_solution(path, prob.definition)
-            opts = EvalOptions(device=dev, draws=draws, hardware=hw, calibrated=calibrated,
-                               use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=_profile_mode(profile_dsl),
-                               timing=TimingConfig(hold=hold))
-            evaluations.append(evaluate(prob, sol, opts, store=store, run_id=run_id))
-            progress.advance(task)
-    store.finish_run(run_id)
-    if as_json:
-        print(json.dumps([e.public() for e in evaluations], indent=2, default=str))
-        return
-    from solbench.report.table import evaluation_table, run_summary
-
-    out.print(evaluation_table(evaluations))
-    out.print(run_summary(evaluations, run_id, db))
-
-
 def _groups() -> None:
     """The commands of their own modules: importers and export, agents and experiments, compare."""
     from solbench.cli_agents import agent_app, experiment_app
     from solbench.cli_compare import compare
     from solbench.cli_data import export, import_app
+    from solbench.cli_run import run
 
     app.add_typer(import_app, name="import")
     app.command("export")(export)
     app.add_typer(agent_app, name="agent")
     app.add_typer(experiment_app, name="experiment")
     app.command("compare")(compare)
+    app.command("run")(run)
 
 
 _groups()

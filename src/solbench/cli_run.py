@@ -1,0 +1,133 @@
+"""``solbench run``: the main job, every selected problem's example solutions evaluated against baselines and SOL.
+
+Selection by suite, problem, family and language; ``--baselines`` picks which baselines are measured.
+``--check-only`` judges correctness and the integrity checks without timing or baselines, and only then may
+evaluations run side by side (``--jobs``): timed ones never share a device, but checks and builds can (a CUDA
+C++ example's first build is most of its check).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from solbench.cli_options import DbOption, HoldOption, ProfileOption
+from solbench.errors import UserError
+
+
+def run(
+    suite: str = typer.Option("starter", help="suite name"),
+    problem: Optional[List[str]] = typer.Option(None, help="only these problems (names or directories)"),
+    family: Optional[str] = typer.Option(None, help="only this family"),
+    language: Optional[List[str]] = typer.Option(None, help="only example solutions in these languages"),
+    baselines: Optional[str] = typer.Option(None, help="baselines to measure, comma-separated (eager, compile, "
+                                            "baseline_file) or 'none'; default: all the device has"),
+    check_only: bool = typer.Option(False, "--check-only", help="correctness and integrity only: no timing, "
+                                    "no baselines"),
+    jobs: int = typer.Option(1, min=1, help="evaluations side by side (with --check-only only)"),
+    device: str = typer.Option("auto", help="auto, cpu or cuda"),
+    db: Path = DbOption,
+    as_json: bool = typer.Option(False, "--json"),
+    draws: int = typer.Option(5, min=1),
+    no_cache: bool = typer.Option(False, "--no-cache", help="re-measure baselines"),
+    heldout: int = typer.Option(0, min=0, help="also draw this many held-out shapes per problem"),
+    profile_dsl: str = ProfileOption,
+    hold: bool = HoldOption,
+    quiet: bool = typer.Option(False),
+) -> None:
+    """The main job: evaluate every problem's example solutions against baselines and SOL."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from solbench.cli import _device, _profile_mode, _stored_calibration, err, out
+    from solbench.evaluate.runner import EvalOptions, evaluate
+    from solbench.evaluate.timing import TimingConfig
+    from solbench.hardware.registry import detect
+    from solbench.problems.problem import load_problem
+    from solbench.problems.solution import load_solution
+    from solbench.problems.suite import select_problems
+    from solbench.store.db import Store
+
+    if jobs > 1 and not check_only:
+        raise UserError("--jobs needs --check-only: timed evaluations never share a device")
+    dev = _device(device)
+    problems = [load_problem(p) for p in problem] if problem else select_problems(suite=suite, family=family)
+    selected = select_examples(problems, language)
+    if not selected:
+        raise UserError("no example solutions to run in the selected problems")
+    kinds = () if check_only else baseline_kinds(baselines)
+    store = Store(db)
+    hw = detect(dev)
+    calibrated = _stored_calibration(db, hw)
+    run_id = store.start_run(" ".join(sys.argv), dev, hw.id)
+
+    options = dict(device=dev, draws=draws, hardware=hw, calibrated=calibrated, baselines=kinds,
+                   use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=_profile_mode(profile_dsl),
+                   timing=TimingConfig(hold=hold), time_candidate=not check_only)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=err, disable=quiet or as_json) as progress:
+        task = progress.add_task(f"solbench run on {dev} ({hw.id})", total=len(selected))
+        if jobs == 1:
+            evaluations = []
+            for prob, path in selected:
+                progress.update(task, description=f"{prob.name} / {path.name}")
+                sol = load_solution(path, prob.definition)
+                evaluations.append(evaluate(prob, sol, EvalOptions(**options), store=store, run_id=run_id))
+                progress.advance(task)
+        else:  # processes of their own (an evaluation's worker and sandbox are per process), spawned clean
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = [pool.submit(_evaluate_one, str(prob.directory), str(path), options, str(db), run_id)
+                           for prob, path in selected]
+                evaluations = []
+                for f in futures:
+                    evaluations.append(f.result())
+                    progress.advance(task)
+    store.finish_run(run_id)
+    if as_json:
+        print(json.dumps([e.public() for e in evaluations], indent=2, default=str))
+        return
+    from solbench.report.table import evaluation_table, run_summary
+
+    out.print(evaluation_table(evaluations))
+    out.print(run_summary(evaluations, run_id, db))
+
+
+def _evaluate_one(problem_dir: str, solution_path: str, options: dict, db: str, run_id: int):
+    """One evaluation in a process of the pool (``--jobs``), stored through a connection of its own."""
+    from solbench.evaluate.runner import EvalOptions, evaluate
+    from solbench.problems.problem import load_problem
+    from solbench.problems.solution import load_solution
+    from solbench.store.db import Store
+
+    prob = load_problem(problem_dir)
+    return evaluate(prob, load_solution(solution_path, prob.definition), EvalOptions(**options), store=Store(db),
+                    run_id=run_id)
+
+
+def select_examples(problems: list, languages: list[str] | None) -> list[tuple]:
+    """(problem, example path) pairs, only those in ``languages`` where given (a UserError for an unknown one)."""
+    from solbench.evaluate.languages import get_language
+    from solbench.problems.solution import load_solution
+
+    jobs = [(p, s) for p in problems for s in p.example_solutions]
+    if not languages:
+        return jobs
+    wanted = {get_language(x).name for x in languages}
+    return [(p, s) for p, s in jobs if get_language(load_solution(s, p.definition).language).name in wanted]
+
+
+def baseline_kinds(text: str | None) -> tuple[str, ...] | None:
+    """``--baselines``: None for the device's default set, () for none."""
+    if text is None:
+        return None
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip() and k.strip() != "none")
+    unknown = [k for k in kinds if k not in ("eager", "compile", "baseline_file")]
+    if unknown:
+        raise UserError(f"unknown baseline {unknown[0]!r}: use eager, compile, baseline_file or none")
+    return kinds

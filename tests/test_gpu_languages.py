@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from solbench.evaluate.judging import MIN_DSL_SHARE
 from solbench.evaluate.languages import get_language
 from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.problems.problem import load_problem
@@ -26,6 +27,38 @@ FIXTURES = {lang: ROOT / "fixtures" / "sol_execbench" / f"axpy_{lang}.json" for 
             ("pytorch", "triton", "cute_dsl", "cutile", "cudnn_frontend", "cutlass", "cublas", "cudnn")}
 FIXTURES["cuda_cpp"] = ROOT / "fixtures" / "cuda_cpp" / "axpy_cuda.json"
 WORKLOADS = ["axpy-small", "axpy-gpu"]
+
+
+def _cpp_solutions() -> list[Solution]:
+    """Every compiled solution this module evaluates (defined below)."""
+    return ([load_solution(FIXTURES[lang]) for lang in ("cuda_cpp", "cutlass", "cublas", "cudnn")]
+            + [_cpp("cpp_posing_torch", TORCH_BODY), _cpp("cpp_posing_cublas", CUBLAS_BODY, ["-lcublas"],
+                                                         includes=CUBLAS_INCLUDES),
+               _cpp("cublas_axpy", CUBLAS_BODY, ["-lcublas"], language="cublas", includes=CUBLAS_INCLUDES)])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built(tmp_path_factory):
+    """Build the compiled solutions side by side first (one check-only evaluation each, in processes of their
+    own): the tests' own evaluations then load them from the build cache."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from solbench.cli_run import evaluate_file
+
+    folder = tmp_path_factory.mktemp("prebuild")
+    paths = []
+    for sol in _cpp_solutions():
+        if get_language(sol.language).unavailable("cuda"):
+            continue
+        path = folder / f"{sol.name}_{sol.language}.json"
+        path.write_text(sol.model_dump_json())
+        paths.append(str(path))
+    options = dict(device="cuda", baselines=(), workloads=["axpy-small"], draws=1, time_candidate=False)
+    with ProcessPoolExecutor(max_workers=8, mp_context=multiprocessing.get_context("spawn")) as pool:
+        done = list(pool.map(evaluate_file, [str(AXPY)] * len(paths), paths, [options] * len(paths)))
+    print("\nprebuilt:", [(e.solution, e.language, e.verdict, (e.environment.get("build") or {}).get("compile_s"))
+                          for e in done])
 
 
 def _eval(solution: Solution, **kw):
@@ -58,7 +91,7 @@ def test_each_languages_example_passes_the_same_problem(language):
     assert all(w.sol_score is not None and w.sol_score > 0 for w in ev.workloads)
     if language != "pytorch":
         # the profiler saw the solution's own kernels (or its library's) do the work on every workload
-        assert all(w.dsl_share is not None and w.dsl_share >= 0.5 for w in ev.workloads), ev.workloads
+        assert all(w.dsl_share is not None and w.dsl_share >= MIN_DSL_SHARE for w in ev.workloads), ev.workloads
         proven = get_language(language).proof
         assert ("language_unproven" in ev.warnings) is (not proven)
 
@@ -82,12 +115,14 @@ def _cpp(name: str, main_body: str, ld_flags: list[str] | None = None, language:
         "sources": [{"path": "main.cpp", "content": main}, {"path": "kernel.cu", "content": DECOY_CU}]})
 
 
+TORCH_BODY = "  out.copy_(at::add(y, x, alpha));\n"
+
+
 def test_cuda_cpp_that_computes_with_torch_is_caught():
     """A CUDA C++ label whose work is ATen's: the profiled call shows no kernel of the solution's."""
-    ev = _eval(_cpp("cpp_posing_torch", "  out.copy_(at::add(y, x, alpha));\n"))
+    ev = _eval(_cpp("cpp_posing_torch", TORCH_BODY))
     print("\n" + _line("cuda_cpp posing as torch", ev))
     assert ev.verdict == "reward_hack" and "no_dsl_kernel" in ev.reasons, (ev.message, ev.log[-2000:])
-    assert "static:other_language" in ev.warnings
 
 
 CUBLAS_BODY = ("  out.copy_(y);\n  float a = static_cast<float>(alpha);\n"

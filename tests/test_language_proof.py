@@ -47,6 +47,8 @@ def test_cuda_and_dsl_kernel_names_and_matching():
     names = cuda.kernel_names({"kernel.cu": cu, "main.cpp": "void run();"})
     assert names == {"axpy_kernel", "tiled"}
     assert cuda.owns("void tiled<128>(float*)", names) and not cuda.owns("tiled2(float*)", names)
+    assert cuda.owns("void (anonymous namespace)::tiled<uint4>(long const*)", names)  # seen on the H200
+    assert cuda.owns("void ns::(anonymous namespace)::axpy_kernel(float*)", names)
     cute = get_language("cute_dsl")
     src = "import cutlass.cute as cute\n@cute.kernel\ndef add_k(a):\n    pass\n@cute.jit\ndef launch(a):\n    pass\n"
     assert cute.kernel_names({"main.py": src}) == {"add_k"}

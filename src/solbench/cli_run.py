@@ -82,7 +82,7 @@ def run(
             from concurrent.futures import ProcessPoolExecutor
 
             with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = [pool.submit(_evaluate_one, str(prob.directory), str(path), options, str(db), run_id)
+                futures = [pool.submit(evaluate_file, str(prob.directory), str(path), options, str(db), run_id)
                            for prob, path in selected]
                 evaluations = []
                 for f in futures:
@@ -98,16 +98,18 @@ def run(
     out.print(run_summary(evaluations, run_id, db))
 
 
-def _evaluate_one(problem_dir: str, solution_path: str, options: dict, db: str, run_id: int):
-    """One evaluation in a process of the pool (``--jobs``), stored through a connection of its own."""
+def evaluate_file(problem_dir: str, solution_path: str, options: dict, db: str | None = None,
+                  run_id: int | None = None):
+    """One evaluation, by paths and plain options, as a process of a pool runs it (``--jobs``); stored through a
+    connection of its own where ``db`` is given."""
     from solbench.evaluate.runner import EvalOptions, evaluate
     from solbench.problems.problem import load_problem
     from solbench.problems.solution import load_solution
     from solbench.store.db import Store
 
     prob = load_problem(problem_dir)
-    return evaluate(prob, load_solution(solution_path, prob.definition), EvalOptions(**options), store=Store(db),
-                    run_id=run_id)
+    return evaluate(prob, load_solution(solution_path, prob.definition), EvalOptions(**options),
+                    store=Store(db) if db else None, run_id=run_id)
 
 
 def select_examples(problems: list, languages: list[str] | None) -> list[tuple]:

@@ -57,7 +57,8 @@ def kernel_matches(profiled: str, names: set[str]) -> bool:
     ``axpy_kernel(float const*, ...)``) or mangled (``_Z11axpy_kernelPKfS0_Pff``, ``_ZN2ns11axpy_kernel...``)."""
     for n in names:
         q = re.escape(n)
-        if re.match(rf"^(?:void\s+)?(?:[\w:]*::)?{q}\s*(?:<|\(|$)", profiled) or \
+        # qualified names may pass through anonymous namespaces: void (anonymous namespace)::k<8>(...)
+        if re.match(rf"^(?:void\s+)?(?:(?:\w+|\(anonymous namespace\))::)*{q}\s*(?:<|\(|$)", profiled) or \
                 re.match(rf"^_Z(?:N(?:\d+\w+?)*?)?{len(n)}{q}", profiled):
             return True
     return False

@@ -56,6 +56,12 @@ class PythonDSL(Language):
     #: demangled name; ``{name}`` is the function's, escaped)
     kernel_pattern = r"(?:^|_){name}(?:_|$)"
 
+    def install_hooks(self, device: str) -> None:
+        """The DSL's runtime is imported before the harness's snapshot: what it installs at import (CuTe DSL sets
+        ``sys.excepthook``) is then part of the baseline, not a change the solution made."""
+        if device != "cpu" and self.module:
+            importlib.import_module(self.module)
+
     def kernel_names(self, sources: dict[str, str]) -> set[str]:
         return decorated_functions(sources, self.kernel_decorators) if self.kernel_decorators else set()
 
@@ -84,6 +90,7 @@ class CuteDSL(PythonDSL):
     # CuTe DSL 4.x names the kernel of ``@cute.kernel def f`` kernel_cutlass_f_<mangled arguments>_<n> (the
     # middle cut at 180 characters; ``set_name_prefix`` renames it, which the proof then does not recognise)
     kernel_pattern = r"^kernel_cutlass_{name}(?:_.*)?_\d+$"
+    proof = True  # the names above, read from CuTe DSL 4.8.1's PTX .entry lines
 
 
 class TileLang(PythonDSL):

@@ -203,3 +203,19 @@ def test_eval_of_a_sol_execbench_problem_with_a_triton_reference(tmp_path):
     assert "Traceback" not in r.stderr
     ev = json.loads(r.stdout)
     assert ev["verdict"] == "passed" and ev["problem"] == "triton_axpby_relu"
+
+
+def test_run_selects_a_language_and_checks_side_by_side(tmp_path):
+    """``run --language L --check-only --jobs N``: one language's examples, correctness only, in processes of
+    their own; ``--jobs`` without ``--check-only`` and an unknown baseline are one-line errors."""
+    db = str(tmp_path / "r.db")
+    res = solbench("run", "--problem", "rmsnorm", "--problem", "silu_and_mul", "--language", "triton",
+                   "--check-only", "--jobs", "2", "--device", "cpu", "--db", db, "--json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    evs = json.loads(res.stdout[res.stdout.index("["):])
+    assert sorted(e["problem"] for e in evs) == ["rmsnorm", "silu_and_mul"]
+    assert all(e["language"] == "triton" and e["verdict"] == "passed" for e in evs)
+    assert all(w["time_ms"] is None for e in evs for w in e["workloads"])  # nothing timed
+    for args, word in ((("--jobs", "2"), "--check-only"), (("--baselines", "fast"), "unknown baseline")):
+        bad = solbench("run", "--problem", "rmsnorm", *args, "--device", "cpu", "--db", db)
+        assert bad.returncode == 2 and word in bad.stderr and "Traceback" not in bad.stderr

@@ -28,7 +28,8 @@ def run(
                                             "baseline_file) or 'none'; default: all the device has"),
     check_only: bool = typer.Option(False, "--check-only", help="correctness and integrity only: no timing, "
                                     "no baselines"),
-    jobs: int = typer.Option(1, min=1, help="evaluations side by side (with --check-only only)"),
+    jobs: int = typer.Option(1, min=1, help="evaluations side by side (with --check-only only; they share the "
+                             "device's memory, so keep it low for large problems)"),
     device: str = typer.Option("auto", help="auto, cpu or cuda"),
     db: Path = DbOption,
     as_json: bool = typer.Option(False, "--json"),

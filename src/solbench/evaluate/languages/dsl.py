@@ -48,8 +48,6 @@ class PythonDSL(Language):
     module = ""
     #: how to get it
     install = ""
-    #: what the language proof looks for in the profiler's kernel names
-    kernel_hint = ""
     #: the decorators (by their last name) that make a Python function one of the DSL's kernels
     kernel_decorators: tuple[str, ...] = ()
     #: how the DSL names a kernel compiled from function ``{name}`` (a regular expression over the profiler's
@@ -85,7 +83,6 @@ class CuteDSL(PythonDSL):
     name = "cute_dsl"
     module = "cutlass.cute"
     install = "pip install nvidia-cutlass-dsl"
-    kernel_hint = "kernels compiled by CuTe DSL (cutlass.cute.kernel functions)"
     kernel_decorators = ("kernel",)
     # CuTe DSL 4.x names the kernel of ``@cute.kernel def f`` kernel_cutlass_f_<mangled arguments>_<n> (the
     # middle cut at 180 characters; ``set_name_prefix`` renames it, which the proof then does not recognise)
@@ -97,7 +94,6 @@ class TileLang(PythonDSL):
     name = "tilelang"
     module = "tilelang"
     install = "pip install tilelang (it pins apache-tvm-ffi below 0.1.13: keep it in an environment of its own)"
-    kernel_hint = "kernels compiled by TileLang (T.prim_func / tilelang.jit)"
     kernel_decorators = ("prim_func",)  # T.prim_func main -> main_kernel
 
 
@@ -105,7 +101,6 @@ class TvmTirx(PythonDSL):
     name = "tvm_tirx"
     module = "tvm"
     install = "pip install apache-tvm==0.25.0.post1 (MetaKernelBench's pin; tir_pipeline='tirx')"
-    kernel_hint = "kernels compiled by TVM with tir_pipeline='tirx'"
     kernel_decorators = ("prim_func",)
 
     def unavailable(self, device: str) -> str | None:
@@ -119,7 +114,6 @@ class CuTile(PythonDSL):
     name = "cutile"
     module = "cuda.tile"
     install = "pip install cuda-tile (on Hopper it also needs CUDA 13.3 or newer for tileiras)"
-    kernel_hint = "kernels compiled by cuTile (ct.kernel functions)"
     kernel_decorators = ("kernel",)
 
     def unavailable(self, device: str) -> str | None:
@@ -145,7 +139,6 @@ class CuDNNFrontend(PythonDSL):
     name = "cudnn_frontend"
     module = "cudnn"
     install = "pip install nvidia-cudnn-frontend"
-    kernel_hint = "cuDNN's own kernels (cudnn*/sm90_* names): a vendor library, not a DSL of the solution's"
     own_origins = frozenset({"cudnn"})
 
 

@@ -28,11 +28,9 @@ PACKAGES: dict[str, str] = {
     "flash_attn": "", "flashinfer": "", "xformers": "", "transformer_engine": "", "deep_gemm": "", "vllm": "",
     "sgl_kernel": "", "apex": "", "liger_kernel": "",
 }
-#: what each language may import beyond its own package (TileLang is built on TVM; CuTe DSL drives the CUDA
-#: driver through cuda-python)
+#: what each language may import beyond its own package (TileLang is built on TVM)
 ALSO_ALLOWED: dict[str, frozenset[str]] = {
-    "tilelang": frozenset({"tvm"}), "cute_dsl": frozenset({"cuda"}),
-    "cudnn_frontend": frozenset({"torch.backends.cudnn"}),
+    "tilelang": frozenset({"tvm"}), "cudnn_frontend": frozenset({"torch.backends.cudnn"}),
 }
 _CPP_LANGS = frozenset({"cuda_cpp", "cuda", "cutlass", "cublas", "cudnn"})
 
@@ -54,8 +52,8 @@ def _family(language: str) -> str:
     return "cuda_cpp" if language in ("cuda", "cuda_cpp") else language
 
 
-def _report(ctx_add, single: bool, what: str) -> None:
-    ctx_add("foreign_language" if single else "other_language", what)
+def _rule(single: bool) -> str:
+    return "foreign_language" if single else "other_language"
 
 
 @on_name(("foreign_language", "other_language"), when=lambda s: s.language not in ("pytorch", "python", "torch"))
@@ -70,8 +68,7 @@ def foreign_package(s, name: str, node, what: str) -> None:
         if own in _CPP_LANGS and language == "cuda_cpp":
             return
         kind = f"{language}'s package" if language else "a compiler or kernel library"
-        _report(lambda r, m: s.add(r, node, m), s.policy.single_language,
-                f"{what} {name} ({kind}) in a {s.language} solution")
+        s.add(_rule(s.policy.single_language), node, f"{what} {name} ({kind}) in a {s.language} solution")
         return
 
 
@@ -79,15 +76,15 @@ def foreign_package(s, name: str, node, what: str) -> None:
 def foreign_cpp(ctx) -> None:
     """A C++ solution including or calling a vendor library, or PyTorch's compute, that its language is not."""
     own = _family(ctx.policy.language or "cuda_cpp")
+    # the includes are read in the text (string blanking would hide a quoted header's name)
+    with_includes = _includes_kept(ctx)
     for library, rx in _CPP_USES:
-        if library == own or (own == "cutlass" and library == "cutlass"):
+        if library == own:
             continue
-        # the includes are read in the text (comments and strings blanked would hide a header name's quotes)
-        text = ctx.code if library == "pytorch" else _includes_kept(ctx)
-        m = rx.search(text)
+        m = rx.search(ctx.code if library == "pytorch" else with_includes)
         if m:
             kind = {"pytorch": "PyTorch's compute", "": "a CUDA library"}.get(library, f"{library}")
-            _report(lambda r, msg: ctx.add(r, m.start(), msg), ctx.policy.single_language,
+            ctx.add(_rule(ctx.policy.single_language), m.start(),
                     f"uses {m.group(0).strip()[:60]} ({kind}) in a {own} solution")
 
 

@@ -2,50 +2,58 @@
 # Carry a kernel language's Python packages to the GPU machine, which has no package registry and takes at most
 # 64 MiB per call. Two halves:
 #
-#   here:   scripts/carry-language.sh pack LANG      wheels for Python 3.12 / x86-64 into .carry/LANG/, one tar
-#                                                    split into parts of at most 51 MiB (CARRY_PART_MIB) (the working tree travels
-#                                                    beside them): .carry/LANG.part-00, -01, ...
-#   there:  scripts/carry-language.sh unpack LANG    appends the part(s) carried in this call to
-#                                                    /opt/solbench-carry/LANG.tar (files outside the repository stay
-#                                                    between calls of one lease); once every part is there, installs
-#                                                    the wheels into /opt/solbench-lang/LANG, a folder of its own
+#   here:   scripts/carry-language.sh pack LANG      downloads the wheels for Python 3.12 / x86-64, installs them
+#                                                    into a folder (.carry/LANG/tree, pip --target, no byte code),
+#                                                    compresses that folder with xz (installed files shrink to about
+#                                                    a fifth; wheels, already zipped, barely do) and splits it into
+#                                                    parts of at most 51 MiB (CARRY_PART_MIB), so that a part, the
+#                                                    working tree and .whl fit in one call: .carry/LANG.part-00, ...
+#   there:  scripts/carry-language.sh unpack LANG    keeps the part(s) carried in this call in /opt/solbench-carry
+#                                                    (files outside the repository stay between calls of one lease);
+#                                                    once the parts make a whole xz stream, unpacks it into
+#                                                    /opt/solbench-lang/LANG, a folder of its own (no pip needed)
 #
 # Send one part per call, back to back within one lease (carry: [".carry/LANG.part-00"], then -01, ...), each call
-# running `scripts/carry-language.sh unpack LANG`; the last call installs. A lease that ends in between loses the
+# running `scripts/carry-language.sh unpack LANG`; the last call unpacks. A lease that ends in between loses the
 # parts: start again. Each language has its own folder because TileLang and TVM TIRx pin different
-# apache-tvm-ffi versions; an evaluation in LANG runs with SOLBENCH_EXTRA_PATH=/opt/solbench-lang/LANG.
-# docs/GPU.md describes the procedure.
+# apache-tvm-ffi versions; scripts/gpu-check.sh puts every such folder on the path. docs/GPU.md describes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?pack or unpack}; lang=${2:?language}
 declare -A PACKAGES=(
   [cute_dsl]="nvidia-cutlass-dsl"
   [tilelang]="tilelang apache-tvm-ffi<0.1.13 z3-solver"
-  [tvm_tirx]="apache-tvm==0.25.0.post1"
+  [tvm_tirx]="apache-tvm[cuda]==0.25.0.post1 apache-tvm-ffi<0.1.13"
   [cutile]="cuda-tile"
   [cutlass]="nvidia-cutlass"
   [cudnn_frontend]="nvidia-cudnn-frontend"
 )
+# what travels without its dependencies: for CUDA C++ with CUTLASS only the headers in nvidia-cutlass count, not
+# its Python interface's scipy and cuda-python
+declare -A NO_DEPS=([cutlass]=1)
 [ -n "${PACKAGES[$lang]:-}" ] || { echo "unknown language $lang (known: ${!PACKAGES[*]})" >&2; exit 2; }
 case "$mode" in
   pack)
     rm -rf ".carry/$lang" ".carry/$lang.part-"*
-    mkdir -p ".carry/$lang"
+    mkdir -p ".carry/$lang/wheels"
     grep -qx '/.carry/' .git/info/exclude 2>/dev/null || echo '/.carry/' >> .git/info/exclude
+    platforms=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
+               --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64
+               --platform manylinux2014_x86_64)
     # shellcheck disable=SC2086
-    python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
-      --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
-      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d ".carry/$lang" ${PACKAGES[$lang]}
+    python3 -m pip download -q "${platforms[@]}" ${NO_DEPS[$lang]:+--no-deps} -d ".carry/$lang/wheels" ${PACKAGES[$lang]}
     # what the GPU machine's image already holds (torch, numpy, ...) stays out: it would shadow the image's builds
     for skip in torch- numpy- typing_extensions- triton- sympy- networkx- jinja2- filelock- fsspec- mpmath- \
                 markupsafe- nvidia_cublas nvidia_cuda_ nvidia_cudnn_cu nvidia_cufft nvidia_cufile nvidia_curand \
                 nvidia_cusolver nvidia_cusparse nvidia_nccl nvidia_nvjitlink nvidia_nvshmem nvidia_nvtx; do
-      rm -f ".carry/$lang/${skip}"*.whl
+      rm -f ".carry/$lang/wheels/${skip}"*.whl
     done
-    tar -C .carry -cf ".carry/$lang.tar" "$lang"
-    split -b "${CARRY_PART_MIB:-51}m" -d -a 2 ".carry/$lang.tar" ".carry/$lang.part-"
-    rm -f ".carry/$lang.tar"
-    ls -l ".carry/$lang.part-"* | awk '{print $5, $9}'
+    python3 -m pip install -q --no-index --no-deps --no-compile --ignore-requires-python "${platforms[@]}" --target ".carry/$lang/tree" \
+      ".carry/$lang/wheels"/*.whl
+    rm -rf ".carry/$lang/tree/bin"  # console scripts with this machine's interpreter in their first line
+    tar -C ".carry/$lang/tree" -cf - . | xz -T0 -6 | split -b "${CARRY_PART_MIB:-51}m" -d -a 2 - ".carry/$lang.part-"
+    du -sh ".carry/$lang/wheels" ".carry/$lang/tree" | sed 's/^/  /'
+    ls -l ".carry/$lang.part-"* | awk '{print "  " $5, $9}'
     echo "carry each part in its own call, in order, each running: scripts/carry-language.sh unpack $lang"
     ;;
   unpack)
@@ -56,15 +64,16 @@ case "$mode" in
       name=$(basename "$part")
       [ -f "$store/$name" ] || cp "$part" "$store/$name"
     done
-    expected=$(ls "$store/$lang".part-* 2>/dev/null | wc -l)
-    cat "$store/$lang".part-* > "$store/$lang.tar"
-    if tar -tf "$store/$lang.tar" >/dev/null 2>&1; then
-      rm -rf "$store/$lang" && tar -C "$store" -xf "$store/$lang.tar"
-      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$target" \
-        "$store/$lang"/*.whl
-      echo "installed $lang into $target ($expected parts): run with SOLBENCH_EXTRA_PATH=$target PYTHONPATH=$target"
+    have=$(ls "$store/$lang".part-* 2>/dev/null | wc -l)
+    [ "$have" -gt 0 ] || { echo "no part of $lang here: carry .carry/$lang.part-00" >&2; exit 2; }
+    # a stream cut short fails xz's decoding: more parts are to come
+    rm -rf "$target.new" && mkdir -p "$target.new"
+    if cat "$store/$lang".part-* | xz -d 2>/dev/null | tar -C "$target.new" -xf - 2>/dev/null; then
+      rm -rf "$target" && mv "$target.new" "$target"
+      echo "unpacked $lang into $target ($have part(s), $(du -sh "$target" | cut -f1))"
     else
-      echo "$expected part(s) of $lang here; the archive is not complete yet: carry the next part"
+      rm -rf "$target.new"
+      echo "$have part(s) of $lang here; the stream is not complete yet: carry the next part"
     fi
     ;;
   *) echo "mode must be pack or unpack" >&2; exit 2 ;;

@@ -11,7 +11,7 @@
 #           agents (the agent loop, an external agent and a transfer experiment against a loopback model server,
 #           real GPU evaluations; then the loop's overhead), languages (one example per kernel language on one
 #           problem, and solutions posing as another language; the languages installed under
-#           /opt/solbench-lang by scripts/carry-language.sh are on the path), select (the GPU tests matching GPU_K, a pytest -k)
+#           /opt/solbench-lang by scripts/carry-language.sh, each on its own solutions' path), select (the GPU tests matching GPU_K, a pytest -k)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline (about 5 minutes for
@@ -32,15 +32,9 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     || { echo "wheel install failed"; exit 1; }
   export PYTHONPATH="/tmp/site:$PWD/src" SOLBENCH_EXTRA_PATH=/tmp/site
 fi
-# kernel languages installed by scripts/carry-language.sh, each in a folder of its own: on the path of this
-# process and (SOLBENCH_EXTRA_PATH) of the candidates' sandboxes, with what their .pth files add (pip --target does
-# not run them: CuTe DSL's puts its cutlass package on the path that way)
-for lang_dir in /opt/solbench-lang/*/; do
-  [ -d "$lang_dir" ] || continue
-  lang_paths=$(python3 -c 'import site, sys; before = list(sys.path); site.addsitedir(sys.argv[1])
-print(":".join(p for p in sys.path if p not in before))' "${lang_dir%/}" 2>/dev/null || echo "${lang_dir%/}")
-  export PYTHONPATH="$PYTHONPATH:$lang_paths" SOLBENCH_EXTRA_PATH="${SOLBENCH_EXTRA_PATH:+$SOLBENCH_EXTRA_PATH:}$lang_paths"
-done
+# kernel languages installed by scripts/carry-language.sh, each in a folder of its own: a solution's candidate gets
+# its own language's folder on the path, no other (evaluate/languages/packages.py)
+[ -d /opt/solbench-lang ] && export SOLBENCH_LANG_ROOT=/opt/solbench-lang
 export SOLBENCH_GPU_DB="$OUT/gpu.db"
 [ -f .gpudb/gpu.db ] && [ ! -f "$SOLBENCH_GPU_DB" ] && cp .gpudb/gpu.db "$SOLBENCH_GPU_DB" && chmod u+w "$SOLBENCH_GPU_DB"
 stages=()

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parent
 AXPY = ROOT / "fixtures" / "problems" / "axpy"
 FIXTURES = {lang: ROOT / "fixtures" / "sol_execbench" / f"axpy_{lang}.json" for lang in
-            ("pytorch", "triton", "cute_dsl", "cutile", "cudnn_frontend", "cutlass", "cublas", "cudnn")}
+            ("pytorch", "triton", "cute_dsl", "tilelang", "tvm_tirx", "cutile", "cudnn_frontend", "cutlass", "cublas",
+             "cudnn")}
 FIXTURES["cuda_cpp"] = ROOT / "fixtures" / "cuda_cpp" / "axpy_cuda.json"
 WORKLOADS = ["axpy-small", "axpy-gpu"]
 

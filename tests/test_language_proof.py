@@ -53,6 +53,14 @@ def test_cuda_and_dsl_kernel_names_and_matching():
     src = "import cutlass.cute as cute\n@cute.kernel\ndef add_k(a):\n    pass\n@cute.jit\ndef launch(a):\n    pass\n"
     assert cute.kernel_names({"main.py": src}) == {"add_k"}
     assert get_language("cublas").own_origins == {"cublas"} and not get_language("cuda_cpp").own_origins
+    # TileLang and TVM TIRx name the kernel of prim_func f f_kernel (extern "C": no mangling), f_kernel_1 next
+    for lang in ("tilelang", "tvm_tirx"):
+        plug = get_language(lang)
+        names = plug.kernel_names({"main.py": "@T.prim_func\ndef axpy(x):\n    pass\ndef helper():\n    pass\n"})
+        assert names == {"axpy"}
+        assert plug.owns("axpy_kernel", names) and plug.owns("axpy_kernel_1", names)
+        assert not plug.owns("axpy_kernel_helper", names) and not plug.owns("my_axpy_kernel", names)
+        assert not plug.owns("void at::native::axpy_kernel<float>(float*)", names)
 
 
 @pytest.mark.parametrize("name, origin", [
@@ -125,7 +133,7 @@ def test_proof_verdicts():
     assert _proof([("_rms_fwd", 60.0), (torch_k, 40.0)], "triton", single=True)[0][0] == "dsl_share_low"
     assert _proof([("_rms_fwd", 90.0), (torch_k, 10.0)], "triton", single=True) == (None, [])
     # a language whose proof has not been shown on a GPU: a warning only
-    assert _proof([(torch_k, 100.0)], "tilelang", names=("main",)) == (None, ["dsl_share_low"])
+    assert _proof([(torch_k, 100.0)], "cutile", names=("main",)) == (None, ["dsl_share_low"])
     # a cuBLAS solution: cuBLAS's kernels are its own
     assert _proof([("nvjet_a", 100.0)], "cublas", single=True, names=()) == (None, [])
 

@@ -69,12 +69,13 @@ def test_the_cli_says_unsupported_in_one_line(tmp_path):
 FORMAT = ROOT / "tests" / "fixtures" / "sol_execbench"
 #: on this CPU machine: what each language's fixture gets (the C++ ones carry CUDA sources)
 ON_CPU = {"pytorch": "passed", "triton": "passed", "cute_dsl": "unsupported", "cutile": "unsupported",
-          "cudnn_frontend": "unsupported", "cutlass": "unsupported", "cublas": "unsupported", "cudnn": "unsupported"}
+          "cudnn_frontend": "unsupported", "cutlass": "unsupported", "cublas": "unsupported", "cudnn": "unsupported",
+          "tilelang": "unsupported", "tvm_tirx": "unsupported"}
 
 
 @pytest.mark.parametrize("language", sorted(ON_CPU))
 def test_sol_execbench_format_fixtures_load_unmodified(language):
-    """One fixture per SOL-ExecBench language, in its Solution JSON format (`languages` list, target_hardware,
+    """One fixture per SOL-ExecBench language (and TileLang, TVM TIRx), in its Solution JSON format (`languages` list, target_hardware,
     binding, compile_options, dependencies): loaded as is, routed to its plug-in, and judged; what this machine
     cannot run is unsupported with a reason, never an error."""
     problem = load_problem(AXPY)

@@ -1,5 +1,6 @@
-"""Language templates: every starter problem and the full suite render starters in triton, cuda_cpp and
-cute_dsl (and pytorch), so each problem can be posed as a pair of variants that differ only in the language."""
+"""Language templates: every starter problem and the full suite render starters in triton, cuda_cpp, cute_dsl,
+tilelang and tvm_tirx (and pytorch), so each problem can be posed as a pair of variants that differ only in the
+language."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from solbench.agents.starters import starter_files
 from solbench.problems.suite import select_problems
 
 ROOT = Path(__file__).resolve().parents[1]
-LANGS = ("triton", "cuda_cpp", "cute_dsl", "pytorch")
+LANGS = ("triton", "cuda_cpp", "cute_dsl", "tilelang", "tvm_tirx", "pytorch")
 
 
 def _check(problem, lang: str) -> None:

@@ -29,6 +29,7 @@ from solbench.problems.heldout import HELDOUT_PREFIX
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
 from solbench.evaluate.footprint import too_large
 from solbench.evaluate.integrity import linked
+from solbench.evaluate.languages import packages
 from solbench.evaluate.judgement import judge
 from solbench.evaluate.phases import Phases
 from solbench.evaluate.sandbox import namespaces_available  # noqa: F401  (re-exported)
@@ -121,6 +122,8 @@ def sandbox_view(store=None, device: str = "cpu") -> dict[str, list[str]]:
         os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")
         or any(os.path.realpath(p).startswith(pre + os.sep) for pre in prefixes)))
     readable.update(trusted.module_paths())
+    if packages.root() is not None and packages.root().is_dir():  # the kernel languages' own package folders
+        readable.add(str(packages.root()))
     readable.update(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p and os.path.isdir(p))
     return {"hidden": sorted(hidden), "readable": sorted(os.path.realpath(p) for p in readable),
             "writable": ["/dev/shm"] if gpu else []}

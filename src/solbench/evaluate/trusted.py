@@ -30,7 +30,7 @@ PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 _KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
              "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
              "NVSHMEM_DISABLE_NVLS", "SOLBENCH_ZYGOTE", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "VIRTUAL_ENV",
-             "SOLBENCH_EXTRA_PATH", "SOLBENCH_CPU_THREADS")
+             "SOLBENCH_EXTRA_PATH", "SOLBENCH_CPU_THREADS", "SOLBENCH_LANG_ROOT")
 #: the worker's entry, run with ``python -I`` (no environment variables, no user site, no script directory on
 #: the path): the module path comes from the runner's own
 _BOOT = ("import sys; sys.path[:0] = [p for p in sys.argv.pop(1).split(chr(10)) if p]; "

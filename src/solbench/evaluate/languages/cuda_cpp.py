@@ -278,11 +278,15 @@ class Cutlass(CudaCpp):
 
 def cutlass_dirs() -> list[str] | None:
     """CUTLASS's include directories (``include``, ``tools/util/include``): CUTLASS_PATH's, else the
-    nvidia-cutlass package's (``cutlass_library/source``, looked for on sys.path and SOLBENCH_EXTRA_PATH)."""
+    nvidia-cutlass package's (``cutlass_library/source``, looked for on sys.path, SOLBENCH_EXTRA_PATH and the
+    cutlass language's own package folder, ``languages.packages``)."""
+    from solbench.evaluate.languages import packages
+
     roots = []
     if os.environ.get("CUTLASS_PATH"):
         roots.append(Path(os.environ["CUTLASS_PATH"]))
     extra = [p for p in os.environ.get("SOLBENCH_EXTRA_PATH", "").split(os.pathsep) if p]
+    extra += [str(packages.folder("cutlass"))] if packages.folder("cutlass") else []
     try:
         spec = importlib.machinery.PathFinder.find_spec("cutlass_library", sys.path + extra)
     except (ImportError, ValueError):

@@ -8,37 +8,12 @@ verdict with the reason and the install command, never a crash. Loading is Pytho
 
 from __future__ import annotations
 
-import functools
-import importlib.util
+import importlib
 import shutil
 import subprocess
 
+from solbench.evaluate.languages import packages
 from solbench.evaluate.languages.base import Language, decorated_functions
-
-
-def _has_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):  # a parent package that is missing or broken
-        return False
-
-
-@functools.lru_cache(maxsize=None)
-def _import_error(module: str) -> str | None:
-    """Why ``module`` fails to import, asked once per process in a child of its own (the trusted side imports no
-    kernel language): its last error line, or None."""
-    import sys
-
-    code = f"import {module}"
-    try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"the import check failed: {exc}"
-    if done.returncode == 0:
-        return None
-    lines = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
-    return (lines[-1] if lines else f"exit status {done.returncode}")[:300]
 
 
 class PythonDSL(Language):
@@ -55,8 +30,10 @@ class PythonDSL(Language):
     kernel_pattern = r"(?:^|_){name}(?:_|$)"
 
     def install_hooks(self, device: str) -> None:
-        """The DSL's runtime is imported before the harness's snapshot: what it installs at import (CuTe DSL sets
-        ``sys.excepthook``) is then part of the baseline, not a change the solution made."""
+        """The language's own package folder goes on the path (``packages``), and the DSL's runtime is imported
+        before the harness's snapshot: what it installs at import (CuTe DSL sets ``sys.excepthook``) is then part
+        of the baseline, not a change the solution made."""
+        packages.activate(self.name)
         if device != "cpu" and self.module:
             importlib.import_module(self.module)
 
@@ -71,12 +48,16 @@ class PythonDSL(Language):
     def unavailable(self, device: str) -> str | None:
         if device == "cpu":
             return f"{self.name} kernels need a CUDA device (this evaluation runs on the CPU)"
-        if self.module and not _has_module(self.module):
-            return f"{self.name} needs the Python package {self.module!r}, not installed here: {self.install}"
-        broken = _import_error(self.module) if self.module else None
-        if broken:
-            return f"{self.name}: the package {self.module!r} is here but does not import ({broken}): {self.install}"
-        return None
+        return self._import_problem(self.module)
+
+    def _import_problem(self, module: str, missing: str = "") -> str | None:
+        found = packages.probe(self.name, module) if module else None
+        if found is None:
+            return None
+        kind, detail = found
+        if kind == "missing":
+            return missing or f"{self.name} needs the Python package {module!r}, not installed here: {self.install}"
+        return f"{self.name}: the package {module!r} is here but does not import ({detail}): {self.install}"
 
 
 class CuteDSL(PythonDSL):
@@ -94,20 +75,43 @@ class TileLang(PythonDSL):
     name = "tilelang"
     module = "tilelang"
     install = "pip install tilelang (it pins apache-tvm-ffi below 0.1.13: keep it in an environment of its own)"
-    kernel_decorators = ("prim_func",)  # T.prim_func main -> main_kernel
+    kernel_decorators = ("prim_func",)
+    # TileLang (like the TVM it is built on) names the kernel of ``@T.prim_func def f`` extern "C" f_kernel, a
+    # second one of the same function f_kernel_1 (read from TileLang 0.1.15's generated CUDA source)
+    kernel_pattern = r"^{name}_kernel(?:_?\d+)?$"
+    proof = True
 
 
 class TvmTirx(PythonDSL):
     name = "tvm_tirx"
     module = "tvm"
-    install = "pip install apache-tvm==0.25.0.post1 (MetaKernelBench's pin; tir_pipeline='tirx')"
+    install = ("pip install 'apache-tvm[cuda]==0.25.0.post1' 'apache-tvm-ffi<0.1.13' (MetaKernelBench's pins; "
+               "tir_pipeline='tirx')")
     kernel_decorators = ("prim_func",)
+    # TVM's split of host and device code names the kernel of ``@T.prim_func def f`` extern "C" f_kernel (read
+    # from apache-tvm 0.25's generated CUDA source)
+    kernel_pattern = r"^{name}_kernel(?:_?\d+)?$"
+    proof = True
+
+    def install_hooks(self, device: str) -> None:
+        """TVM compiles CUDA through NVRTC from ``cuda-bindings``; where NVRTC does not load, through nvcc (its
+        ``TVM_CUDA_COMPILE_MODE``) when nvcc is on the path."""
+        import os
+
+        packages.activate(self.name)  # its cuda-bindings first
+        if device != "cpu" and "TVM_CUDA_COMPILE_MODE" not in os.environ and shutil.which("nvcc"):
+            try:
+                from cuda.bindings import nvrtc
+
+                nvrtc.nvrtcVersion()
+            except Exception:  # noqa: BLE001 - a missing package or library: nvcc then
+                os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
+        super().install_hooks(device)
 
     def unavailable(self, device: str) -> str | None:
         why = super().unavailable(device)
-        if why is None and not _has_module("tvm.tirx"):
-            return f"tvm_tirx needs TVM with the tvm.tirx module (apache-tvm 0.25 or newer): {self.install}"
-        return why
+        return why or self._import_problem(
+            "tvm.tirx", f"tvm_tirx needs TVM with the tvm.tirx module (apache-tvm 0.25 or newer): {self.install}")
 
 
 class CuTile(PythonDSL):

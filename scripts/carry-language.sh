@@ -13,10 +13,12 @@
 #                                                    once the parts make a whole xz stream, unpacks it into
 #                                                    /opt/solbench-lang/LANG, a folder of its own (no pip needed)
 #
-# Send one part per call, back to back within one lease (carry: [".carry/LANG.part-00"], then -01, ...), each call
-# running `scripts/carry-language.sh unpack LANG`; the last call unpacks. A lease that ends in between loses the
-# parts: start again. Each language has its own folder because TileLang and TVM TIRx pin different
-# apache-tvm-ffi versions; scripts/gpu-check.sh puts every such folder on the path. docs/GPU.md describes it.
+# Send the parts in calls back to back within one lease (carry: [".carry/LANG.part-00"], then -01, ...; parts of
+# several languages may share a call while its files stay under 64 MiB), each call running
+# `scripts/carry-language.sh unpack LANG`; the call that completes the stream unpacks. A lease that ends in between
+# loses the parts: start again. Each language has its own folder because TileLang's fork of TVM would shadow
+# apache-tvm's; scripts/gpu-check.sh sets SOLBENCH_LANG_ROOT, and a solution's candidate gets its own language's
+# folder on the path, no other (evaluate/languages/packages.py). docs/GPU.md describes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?pack or unpack}; lang=${2:?language}

@@ -74,7 +74,8 @@ class CuteDSL(PythonDSL):
 class TileLang(PythonDSL):
     name = "tilelang"
     module = "tilelang"
-    install = "pip install tilelang (it pins apache-tvm-ffi below 0.1.13: keep it in an environment of its own)"
+    install = ("pip install tilelang 'apache-tvm-ffi<0.1.13' (its TVM fork is imported as tvm: keep it apart from "
+               "apache-tvm, in an environment or a $SOLBENCH_LANG_ROOT/tilelang folder of its own)")
     kernel_decorators = ("prim_func",)
     # TileLang (like the TVM it is built on) names the kernel of ``@T.prim_func def f`` extern "C" f_kernel, a
     # second one of the same function f_kernel_1 (read from TileLang 0.1.15's generated CUDA source)

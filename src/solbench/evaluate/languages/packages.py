@@ -29,9 +29,9 @@ try:
     importlib.import_module(sys.argv[1])
 except ModuleNotFoundError as exc:
     if exc.name and (sys.argv[1] == exc.name or sys.argv[1].startswith(exc.name + ".")):
-        sys.exit(3)
+        sys.exit(%d)
     raise
-"""
+""" % _MISSING
 
 
 def root() -> Path | None:

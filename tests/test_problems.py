@@ -98,6 +98,25 @@ def test_bare_python_solution(tmp_path):
     assert s.language == "triton" and not s.spec.destination_passing_style and s.spec.entry_point == "k.py::run"
 
 
+@pytest.mark.parametrize("signature, body, dps", [
+    ("run(x, y, alpha, out)", "    out.copy_(alpha * x + y)\n", True),       # as `solbench show` prints it
+    ("run(x, y, alpha)", "    return alpha * x + y\n", False),
+    ("run(x, y, alpha, out=None)", "    return alpha * x + y\n", False),  # outputs optional: called without
+])
+def test_a_bare_python_solution_that_takes_its_outputs_is_destination_passing(tmp_path, signature, body, dps):
+    from solbench.evaluate.runner import EvalOptions, evaluate
+
+    problem = load_problem(AXPY)
+    f = tmp_path / "k.py"
+    f.write_text(f"import torch\n\ndef {signature}:\n{body}")
+    s = load_solution(f, problem.definition)
+    assert s.spec.destination_passing_style is dps
+    assert not load_solution(f).spec.destination_passing_style  # without the definition: as written, returns
+    ev = evaluate(problem, s, EvalOptions(device="cpu", baselines=(), workloads=["axpy-small"], draws=1,
+                                          time_candidate=False))
+    assert ev.verdict == "passed", [(w.verdict, w.message) for w in ev.workloads]
+
+
 def test_solution_paths_must_stay_inside(tmp_path):
     f = tmp_path / "s.json"
     f.write_text(json.dumps({"name": "x", "definition": "d", "author": "a",

@@ -3,7 +3,8 @@
 Selection by suite, problem, family and language; ``--baselines`` picks which baselines are measured.
 ``--check-only`` judges correctness and the integrity checks without timing or baselines, and only then may
 evaluations run side by side (``--jobs``): timed ones never share a device, but checks and builds can (a CUDA
-C++ example's first build is most of its check).
+C++ example's first build is most of its check), as many at once as their estimated device memory allows
+(``evaluate.admission``).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ def run(
                                             "baseline_file) or 'none'; default: all the device has"),
     check_only: bool = typer.Option(False, "--check-only", help="correctness and integrity only: no timing, "
                                     "no baselines"),
-    jobs: int = typer.Option(1, min=1, help="evaluations side by side (with --check-only only; they share the "
-                             "device's memory, so keep it low for large problems)"),
+    jobs: int = typer.Option(1, min=1, help="evaluations side by side at most (with --check-only only; fewer "
+                             "while their estimated device memory would not fit)"),
     device: str = typer.Option("auto", help="auto, cpu or cuda"),
     db: Path = DbOption,
     as_json: bool = typer.Option(False, "--json"),
@@ -78,17 +79,19 @@ def run(
                 sol = load_solution(path, prob.definition)
                 evaluations.append(evaluate(prob, sol, EvalOptions(**options), store=store, run_id=run_id))
                 progress.advance(task)
-        else:  # processes of their own (an evaluation's worker and sandbox are per process), spawned clean
+        else:  # processes of their own (an evaluation's worker and sandbox are per process), spawned clean,
+            # side by side while their device memory fits (evaluate/admission.py)
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
+            from solbench.evaluate import admission
+
+            sizes = [admission.peak_bytes(prob, dev) for prob, _ in selected]
             with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = [pool.submit(evaluate_file, str(prob.directory), str(path), options, str(db), run_id)
-                           for prob, path in selected]
-                evaluations = []
-                for f in futures:
-                    evaluations.append(f.result())
-                    progress.advance(task)
+                evaluations = admission.run_side_by_side(
+                    selected, sizes, lambda job: pool.submit(evaluate_file, str(job[0].directory), str(job[1]),
+                                                             options, str(db), run_id),
+                    jobs, admission.budget_bytes(dev), done=lambda i, ev: progress.advance(task))
     store.finish_run(run_id)
     if as_json:
         print(json.dumps([e.public() for e in evaluations], indent=2, default=str))

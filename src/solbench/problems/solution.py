@@ -2,7 +2,8 @@
 
 A solution is either a Solution JSON (sources inline, ``entry_point`` as
 ``file::function``, destination-passing style by default) or a bare ``.py``
-file whose ``run(*inputs)`` returns the outputs. For a problem imported from
+file whose ``run(*inputs)`` returns the outputs (or, where it takes the outputs after the inputs as the starters
+print it, writes them). For a problem imported from
 KernelBench, a file that defines KernelBench's ``class ModelNew`` (and no
 ``run``) is a solution too: ``with_kernelbench`` adds what its adapter needs
 (evaluate/languages/base.py builds ``ModelNew(*get_init_inputs())`` and feeds
@@ -103,7 +104,8 @@ def _guess_language(source: str) -> str:
 
 
 def solution_from_python(path: Path, definition: str | None = None, language: str | None = None) -> Solution:
-    """A bare .py file: ``run(*inputs)`` returns the outputs (not destination-passing)."""
+    """A bare .py file: ``run(*inputs)`` returns the outputs (not destination-passing; ``load_solution`` makes
+    it destination-passing where the function takes the outputs too, ``_takes_outputs``)."""
     text = path.read_text()
     return Solution(
         name=path.stem,
@@ -145,7 +147,35 @@ def load_solution(path: str | Path, definition: Any = None) -> Solution:
     """A Solution JSON or a bare .py; ``definition`` is the problem's name or its Definition (which also lets a
     KernelBench ``ModelNew`` file be the solution of an imported KernelBench problem)."""
     solution = _load_solution(path, definition.name if hasattr(definition, "name") else definition)
-    return with_kernelbench(solution, definition) if hasattr(definition, "name") else solution
+    if not hasattr(definition, "name"):
+        return solution
+    if Path(path).suffix == ".py" and _takes_outputs(solution, definition):
+        solution = solution.model_copy(update={"spec": solution.spec.model_copy(
+            update={"destination_passing_style": True})})
+    return with_kernelbench(solution, definition)
+
+
+def _takes_outputs(solution: Solution, definition: Any) -> bool:
+    """Whether a bare .py's entry function is written destination-passing, as the starters of ``solbench show``
+    print it: its required parameters are the definition's inputs and then its outputs, by name. (A function
+    whose output parameters have defaults, ``out=None``, is called with the inputs alone and returns.)"""
+    import ast
+
+    outputs = list(getattr(definition, "outputs", None) or {})
+    entry = next((s for s in solution.sources if s.path == solution.spec.entry_file), None)
+    if not outputs or entry is None:
+        return False
+    try:
+        tree = ast.parse(entry.content)
+    except SyntaxError:
+        return False  # the build says so
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == solution.spec.entry_function),
+              None)
+    if fn is None or fn.args.vararg or fn.args.posonlyargs:
+        return False
+    params = [a.arg for a in fn.args.args]
+    required = params[:len(params) - len(fn.args.defaults)]
+    return required == [*definition.inputs, *outputs]
 
 
 def _load_solution(path: str | Path, definition: str | None = None) -> Solution:

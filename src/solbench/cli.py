@@ -91,7 +91,8 @@ def show(
     hardware: Optional[str] = typer.Option(None, help="hardware id (see `solbench hardware`); default: this machine"),
     as_json: bool = typer.Option(False, "--json"),
     language: Optional[str] = typer.Option(None, "--language", help="print this language's starter files for the "
-                                           "problem instead (triton, pytorch, cuda_cpp, cute_dsl)"),
+                                           "problem instead (triton, pytorch, cuda_cpp, cute_dsl, tilelang, "
+                                           "tvm_tirx)"),
     db: Path = DbOption,
 ) -> None:
     """Show a problem's workloads with their work counts and speed-of-light times, or a language's template."""

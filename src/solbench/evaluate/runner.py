@@ -122,8 +122,9 @@ def sandbox_view(store=None, device: str = "cpu") -> dict[str, list[str]]:
         os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")
         or any(os.path.realpath(p).startswith(pre + os.sep) for pre in prefixes)))
     readable.update(trusted.module_paths())
-    if packages.root() is not None and packages.root().is_dir():  # the kernel languages' own package folders
-        readable.add(str(packages.root()))
+    lang_root = packages.root()  # the kernel languages' own package folders
+    if lang_root is not None and lang_root.is_dir():
+        readable.add(str(lang_root))
     readable.update(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p and os.path.isdir(p))
     return {"hidden": sorted(hidden), "readable": sorted(os.path.realpath(p) for p in readable),
             "writable": ["/dev/shm"] if gpu else []}

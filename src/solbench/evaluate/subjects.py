@@ -34,11 +34,14 @@ class Called:
     failed: dict[str, Any] | None = None
     lost: bool = False  # the subject's process (or CUDA context) cannot go on
     peak_memory_bytes: int | None = None  # device memory the call allocated beyond its inputs, at its peak
-    dsl_share: float | None = None  # with profiling: the solution's own kernels' share of device time
     account: Any = None  # with profiling: kernel_origin.Account, device time by whose kernels ran
     dsl_stores: int | None = None  # on the CPU: elements the solution's DSL kernels stored during the call
-    kernels: list[Any] = field(default_factory=list)  # with profiling: the longest kernels (name, us)
     message: str | None = None
+
+    @property
+    def dsl_share(self) -> float | None:
+        """With profiling: the solution's own kernels' share of the call's device time."""
+        return self.account.share(kernel_origin.OWN) if self.account is not None else None
 
 
 @dataclass
@@ -342,8 +345,7 @@ class RemoteSubject:
         acc = self._account(reply.kernels) if profile else None
         return Called(outputs=outputs, inputs_after=after, codes=reply.codes,
                       peak_memory_bytes=peak if isinstance(peak, int) and peak >= 0 else None,
-                      dsl_share=acc.share(kernel_origin.OWN) if acc else None, account=acc,
-                      dsl_stores=reply.dsl_stores, kernels=[k[:2] for k in reply.kernels[:5]])
+                      account=acc, dsl_stores=reply.dsl_stores)
 
     def _account(self, kernels: list[list[Any]]):
         """Whose kernels the profiled call ran, told here from their names (``integrity.kernel_origin``)."""

@@ -16,11 +16,11 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
+from solbench.cli_options import DbOption, HoldOption, ProfileOption
 from solbench.errors import UserError
 from solbench.guard import GuardedTyper as _Typer
 from solbench.guard import failure_line
 from solbench.guard import one_line as _one_line
-from solbench.cli_options import DbOption, HoldOption, ProfileOption
 from solbench.guard import where as _where
 
 app = _Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

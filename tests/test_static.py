@@ -53,8 +53,9 @@ def test_findings_carry_rule_severity_path_and_line():
 
 def test_rejected_filters_by_severity():
     fs = scan("import ctypes\nimport threading\n")
-    assert {f.rule for f in fs} == {"ctypes", "threading"}
-    assert [f.rule for f in rejected(fs)] == ["threading"]
+    assert {f.rule for f in fs} == {"ctypes", "threading", "import_not_allowed"}
+    assert [f.rule for f in rejected(fs)] == ["import_not_allowed", "import_not_allowed", "threading"]
+    assert [f.rule for f in fs if f.severity == "warn"] == ["ctypes"]
 
 
 def test_syntax_error_yields_nothing():
@@ -64,8 +65,8 @@ def test_syntax_error_yields_nothing():
 
 def test_policy_allow_drops_findings():
     src = "import threading\nimport socket\n"
-    assert rejects(src) == {"threading", "network"}
-    assert rejects(src, policy=Policy(allow=frozenset({"threading"}))) == {"network"}
+    assert rejects(src) == {"threading", "network", "import_not_allowed"}
+    assert rejects(src, policy=Policy(allow=frozenset({"threading", "import_not_allowed"}))) == {"network"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -74,7 +75,6 @@ def test_policy_allow_drops_findings():
 HONEST_AUTOTUNED_MATMUL = '''
 import functools
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -131,7 +131,7 @@ def _row_block(n_cols: int) -> int:
 
 _GRID_CACHE: dict = {}
 _launch = functools.partial(triton.cdiv)
-_DEBUG = os.environ.get("SOLBENCH_KERNEL_DEBUG")
+_DEBUG = False
 
 
 def run(a, b, bias):
@@ -212,15 +212,14 @@ def test_honest_cuda_graph_replay_only_warns():
     assert {f.rule for f in fs} == {"shape_cache", "stream_creation"}
 
 
-def test_honest_pytorch_solution_with_backend_flags_and_env_reads():
+def test_honest_pytorch_solution_with_backend_flags():
     src = '''
-    import os
     import torch
     import torch.nn.functional as F
 
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False
-    THRESH = float(os.environ.get("THRESH", "0.5"))
+    THRESH = 0.5
 
     def run(q, k, v, out):
         torch.matmul(q, k.transpose(-1, -2), out=out)
@@ -253,7 +252,7 @@ def test_honest_cuda_source_with_events_and_graphs():
     assert scan(src, language="cuda", path="kernel.cu") == []
 
 
-def test_honest_load_inline_source_is_scanned_but_clean():
+def test_a_solutions_own_extension_build_is_rejected_and_its_source_still_scanned():
     src = '''
     import torch
     from torch.utils.cpp_extension import load_inline
@@ -269,7 +268,10 @@ def test_honest_load_inline_source_is_scanned_but_clean():
         _mod.run_k(y)
         return y
     '''
-    assert scan(src, language="cuda") == []
+    # only the trusted side builds native code: load_inline is a compiler call outside the allowlist
+    assert rejects(src) == {"compiler_call", "import_not_allowed"}
+    # the embedded C++ is still token-scanned (its kernel here is clean)
+    assert rejects(src.replace("y[i] = 0.f;", "y[i] = 0.f; std::thread t(g);")) >= {"threading"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -368,9 +370,11 @@ def test_exec_of_constant_source_is_scanned_inside():
 def test_import_module_with_assembled_name():
     r = rejects('import importlib\nmod = importlib.import_module("thr" + "eading")\n')
     assert {"dynamic_code", "name_obfuscation", "threading"} <= r
-    # a constant module name is an ordinary import
-    assert rejects('import importlib\nm = importlib.import_module("math")\n') == set()
-    assert "network" in rejects('import importlib\nm = importlib.import_module("socket")\n')
+    # a constant module name is an ordinary import, checked against the allowlist (which importlib is not on)
+    assert rejects('import importlib\nm = importlib.import_module("math")\n') == {"import_not_allowed"}
+    fs = rejected(scan('import importlib\nm = importlib.import_module("socket")\n'))
+    assert {"network", "import_not_allowed"} <= {f.rule for f in fs}
+    assert any("import_module('socket')" in f.message for f in fs)
 
 
 def test_getattr_builtins_with_assembled_name():
@@ -462,8 +466,9 @@ def test_ctypes_libc_is_rejected_other_ctypes_warns():
     assert "process_memory" in rejects('import ctypes\nme = ctypes.CDLL(None)\n')
     assert "process_memory" in rejects('import ctypes\nctypes.memmove(0x1000, 0x2000, 8)\n')
     driver = 'import ctypes\ncuda = ctypes.CDLL("libcuda.so.1")\ncuda.cuInit(0)\n'
-    assert rejects(driver) == set()
+    assert rejects(driver) == {"import_not_allowed"}  # ctypes is not on the allowlist: it reaches any object
     assert warns(driver) == {"ctypes"}
+    assert rejects(driver, policy=Policy(allow=frozenset({"import_not_allowed"}))) == set()
 
 
 def test_pointer_keyed_cache():
@@ -703,9 +708,12 @@ def test_profiler_use_is_rejected():
 
 
 def test_file_io_warns():
-    src = 'import torch\nimport numpy as np\nw = torch.load("w.pt")\nnp.save("x.npy", 1)\nt = open("a.txt").read()\n'
+    src = 'import torch\nimport numpy as np\ntorch.save(1, "w.pt")\nnp.save("x.npy", 1)\nt = open("a.txt").read()\n'
     assert rejects(src) == set() and warns(src) == {"file_io"}
     assert warns('from pathlib import Path\nPath("o.bin").write_bytes(b"")\n') == {"file_io"}
+    # loading unpickles: code from a file the scan never read
+    assert "dynamic_code" in rejects('import torch\nw = torch.load("w.pt", weights_only=False)\n')
+    assert "dynamic_code" in rejects('import numpy as np\nw = np.load("w.npy", allow_pickle=True)\n')
 
 
 def test_persisting_l2_in_python():
@@ -716,7 +724,8 @@ def test_persisting_l2_in_python():
     cudart.cudaDeviceSetLimit(cudart.cudaLimit.cudaLimitPersistingL2CacheSize, 50 << 20)
     '''
     fs = rejected(scan(src))
-    assert {f.rule for f in fs} == {"persisting_l2"} and len({f.line for f in fs}) == 3
+    assert {f.rule for f in fs} == {"persisting_l2", "import_not_allowed"}  # cuda.cudart is not on the allowlist
+    assert len({f.line for f in fs if f.rule == "persisting_l2"}) == 3
     assert "persisting_l2" in rejects('limit = "cudaLimitPersistingL2CacheSize"\n')
 
 
@@ -801,7 +810,7 @@ def test_every_check_reports_declared_rules_and_every_rule_has_a_check():
             assert r == "*" or r in RULES, (c.name, r)
             reported.add(r)
     reported |= {r for rules in NAME_RULES.values() for r in rules} | {p.rule for p in CPP_PATTERNS}
-    assert set(RULES) - reported <= {"unscannable"}  # raised by the entry point itself
+    assert set(RULES) - reported <= {"unscannable", "unexpected_source"}  # raised by the entry point itself
 
 
 def test_every_rule_is_in_the_registry_table_of_the_docs():
@@ -887,24 +896,34 @@ def test_indirection_resolves_to_the_real_name(src, rule):
 
 @pytest.mark.parametrize("src", [
     'import triton.language as tl\nacc = getattr(tl, "float32")\n',
-    "import torch\ndef dt(dtype_name):\n    return getattr(torch, dtype_name)\n",
-    "import torch.nn.functional as F\ndef act(x, name):\n    return getattr(F, name)(x)\n",
-    "import triton.language as tl\ndef op(name):\n    return getattr(tl.math, name)\n",
+    "import math\ndef fn(name):\n    return getattr(math, name)\n",
+    "import torch\nDTYPES = {'float16': torch.float16, 'float32': torch.float32}\ndef dt(name):\n    return DTYPES[name]\n",
     "class K:\n    def get(self, name):\n        return getattr(self, name)\n",
     "class K:\n    def get(self, name):\n        return getattr(self.cfg, name, None)\n",
     'def block(config):\n    return getattr(config, "BLOCK", 64)\n',
     'def cuda(x):\n    return getattr(x, "is_cuda", False)\n',
     'def label(fn):\n    return getattr(fn, "__name__", "kernel")\n',
     'def sizes(cfg):\n    return [getattr(cfg, k) for k in ("BLOCK_M", "BLOCK_N")]\n',
-    'import importlib\nm = importlib.import_module("math")\n',
-    'import importlib.metadata\nv = importlib.metadata.version("triton")\n',
     "def f(args):\n    return vars(args)\n",
     "class K:\n    def state(self):\n        return dict(self.__dict__)\n",
-    'import os\nv = os.environ.get("BLOCK", "64")\n',
     "import operator\nkey = operator.attrgetter('shape')\n",
 ])
 def test_honest_name_lookups_are_not_indirection(src):
     assert rejects(src) == set()
+
+
+@pytest.mark.parametrize("src,rule", [
+    # a name computed at run time on a module that holds modules is an import the allowlist cannot see
+    ("import torch\ndef dt(dtype_name):\n    return getattr(torch, dtype_name)\n", "module_indirection"),
+    ("import torch.nn.functional as F\ndef act(x, name):\n    return getattr(F, name)(x)\n", "module_indirection"),
+    ("import triton.language as tl\ndef op(name):\n    return getattr(tl.math, name)\n", "module_indirection"),
+    # importlib and os are not on the allowlist
+    ('import importlib\nm = importlib.import_module("math")\n', "import_not_allowed"),
+    ('import importlib.metadata\nv = importlib.metadata.version("triton")\n', "import_not_allowed"),
+    ('import os\nv = os.environ.get("BLOCK", "64")\n', "import_not_allowed"),
+])
+def test_lookups_that_leave_the_allowlist_are_refused(src, rule):
+    assert rule in rejects(src)
 
 
 @pytest.mark.parametrize("src,rule", [
@@ -1014,9 +1033,11 @@ def test_cpp_embedded_in_python_is_scanned_at_the_right_line():
 
 
 def test_language_picks_the_scanner():
-    # a .cu file is never parsed as Python; an extensionless file of a triton solution is
-    assert rejects("import socket\n", language="triton", path="main") == {"network"}
-    assert rejects("int s = socket(1, 2, 3);", language="cuda", path="main") == {"network"}
+    # a .cu file is never parsed as Python; a file whose suffix its language does not accept is refused unread
+    assert rejects("import socket\n", language="triton", path="main") == {"unexpected_source"}
+    assert rejects("import socket\n", language="triton", path="main.py") == {"network", "import_not_allowed"}
+    assert rejects("int s = socket(1, 2, 3);", language="cuda", path="main") == {"network", "unexpected_source"}
+    assert rejects("int s = socket(1, 2, 3);", language="cuda", path="main.cu") == {"network"}
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import re
 from .rules import (
     CHECKS,
     CPP_PATTERNS,
+    REJECT,
     RULES,
     WARN,
     Finding,
@@ -24,6 +25,9 @@ from .system import PROC
 from .timing_hardware import is_embedded_cpp
 
 rule("token_paste", WARN, "Token pasting in a macro can assemble forbidden API names that a token scan cannot see.")
+rule("asm_label", REJECT,
+     "A declaration renamed with an asm label calls a symbol no name in the source spells (the built library's "
+     "imports are checked as well: native_symbol).")
 
 _CPP_STRIP = re.compile(
     r'//[^\n]*|/\*.*?\*/|R"([^(\s"\\]{0,16})\((.*?)\)\1"|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
@@ -91,6 +95,33 @@ def _newlines(code: str) -> list[int]:
 
 
 # ---- checks on C++ text
+#: ``int f(const char*) __asm__("PyRun_SimpleString");``: a declarator (a closing parenthesis or a name) and a
+#: string-only asm; statements (``asm volatile("...")`` after ``;``, ``{`` or ``}``) are inline assembly
+_ASM_LABEL = re.compile(r"(?:\)|\b(?!volatile\b|__volatile__\b|goto\b|return\b|else\b|do\b)[A-Za-z_]\w*)"
+                        r"(?:\s*(?:const|noexcept|throw\s*\(\s*\)))*\s*\b(?:__asm__|__asm|asm)\s*\(\s*\)")
+_PY_EVAL = re.compile(r"\b(?:py|pybind11)\s*::\s*(?:exec|eval|eval_file)\b")
+_OPENMP = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+omp\b|\bomp_[a-z_]+\s*\(|\bGOMP_\w+|\b__kmpc_\w+", re.MULTILINE)
+_POSIX_FILES = re.compile(r"(?<![\w.>:])(?:open|openat|open64|creat|opendir|fdopendir|scandir|mmap|mmap64|mprotect|"
+                          r"shm_open|memfd_create|ftruncate|readlink)\s*\(")
+
+
+@on_cpp("asm_label", when=lambda ctx: "asm" in ctx.code)
+def asm_label(ctx: CppText) -> None:
+    for m in _ASM_LABEL.finditer(ctx.code):
+        label = next((lit for pos, lit in ctx.literals if pos >= m.start()), "")
+        ctx.add("asm_label", m.start(), f"a declaration bound to the symbol {label[:60]!r} by an asm label")
+
+
+@on_cpp(("dynamic_code", "threading", "file_io"))
+def native_routes(ctx: CppText) -> None:
+    """Python run from C++ (``py::exec``), OpenMP's threads, POSIX files and mappings: the static scan's first
+    look; the built library's imports decide (``native.symbols``)."""
+    for rx, name, what in ((_PY_EVAL, "dynamic_code", "runs Python source from C++"),
+                           (_OPENMP, "threading", "OpenMP starts CPU threads"),
+                           (_POSIX_FILES, "file_io", "opens, maps or lists files through POSIX")):
+        for m in rx.finditer(ctx.code):
+            ctx.add(name, m.start(), f"{what}: {m.group(0).strip()[:60]}")
+
 
 
 @on_cpp("token_paste", when=lambda ctx: "##" in ctx.code)

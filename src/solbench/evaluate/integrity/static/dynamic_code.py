@@ -28,7 +28,12 @@ names(
     "dynamic_code",
     "exec eval compile __import__ importlib.__import__ types.FunctionType types.CodeType types.LambdaType marshal "
     "pickle.loads pickle.load pickle.Unpickler _pickle dill cloudpickle runpy code.interact code.InteractiveConsole "
-    "code.InteractiveInterpreter codeop",
+    "code.InteractiveInterpreter codeop torch.load torch.serialization torch.jit.load torch.import_ir_module "
+    "torch.import_ir_module_from_buffer torch.ops.load_library torch.classes.load_library numpy.load "
+    "torch.cuda.CUDAPluggableAllocator torch.cuda.change_current_allocator torch.cuda.memory.CUDAPluggableAllocator "
+    "torch.cuda.memory.change_current_allocator typing.get_type_hints typing.ForwardRef typing.evaluate_forward_ref "
+    "typing_extensions.get_type_hints typing_extensions.get_annotations typing_extensions.ForwardRef "
+    "typing_extensions.evaluate_forward_ref tvm.runtime.load_module tvm_ffi.load_module",
 )
 cpp_pattern("dynamic_code", r"\b(?:dlopen|dlsym|dlmopen|dlvsym|LoadLibrary\w*|GetProcAddress|PyRun_\w+|"
                             r"Py_CompileString\w*|PyEval_EvalCode\w*|PyImport_ExecCode\w*)\b",

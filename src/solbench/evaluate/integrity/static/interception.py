@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from .modules import namespace
 from .names import PROTECTED_ROOTS, literal
 from .rules import (
     REJECT,
@@ -21,8 +22,8 @@ from .rules import (
 from .timing_hardware import sets_reduced_precision
 
 rule("monkeypatching", REJECT,
-     "Replacing attributes of torch, time, triton, builtins, sys, os, gc, numpy or the harness can fake timings or "
-     "results.")
+     "Replacing attributes of any module (torch, triton, numpy, the standard library, the harness) or writing into "
+     "its global tables can fake timings or results.")
 rule("tensor_subclass", WARN, "Tensor subclasses and __class__ swaps can defer work into the untimed correctness check.")
 rule("torch_interception", REJECT,
      "A torch function or dispatch mode, a __torch_function__/__torch_dispatch__ override or a kernel registered "
@@ -36,8 +37,12 @@ names(
     "torch._C._push_on_torch_dispatch_stack torch._C._pop_torch_function_stack torch._C._pop_torch_dispatch_stack "
     "torch._C._set_torch_function_mode torch._C._set_dispatch_mode torch._C._unset_dispatch_mode "
     "torch._C._EnablePythonDispatcher torch._C._enable_python_dispatcher torch._dispatch torch._subclasses "
-    "torch._python_dispatcher",
+    "torch._python_dispatcher torch.set_default_device",
 )
+
+# process-wide state that a context manager swaps: the working directory (the CPU arena's file lives there) and
+# sys.stdout/sys.stderr
+names("monkeypatching", "contextlib.chdir contextlib.redirect_stdout contextlib.redirect_stderr")
 
 cpp_pattern("monkeypatching", r"\bPyObject_(?:Set|Del)Attr\w*", "sets attributes of Python objects",
             subs="PyObject_SetAttr PyObject_DelAttr")
@@ -47,6 +52,20 @@ _SYS_MODULES_WRITES = frozenset({"sys.modules.update", "sys.modules.setdefault",
                                  "sys.modules.__setitem__", "sys.modules.clear", "sys.modules.popitem",
                                  "sys.modules.__delitem__"})
 _DICT_WRITES = (".__dict__.update", ".__dict__.__setitem__", ".__dict__.setdefault", ".__dict__.pop")
+#: methods that change a list, dict or set in place
+MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "append", "extend", "insert", "remove",
+                      "add", "discard", "__setitem__", "__delitem__"})
+
+
+def module_attribute(s, name: str | None) -> tuple[str, tuple[str, ...]] | None:
+    """``(module, attributes)`` for a name that is an attribute of a module other than the solution's own (a
+    protected root counts whatever the chain: ``sys.modules``), or None."""
+    if not name:
+        return None
+    r = s.reach(name)
+    if r.module is None or r.own:
+        return (name.split(".")[0], tuple(name.split(".")[1:])) if name.split(".")[0] in PROTECTED_ROOTS else None
+    return r.module, r.rest
 TENSOR_BASES = frozenset({"torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase", "torch.nn.Parameter"})
 
 
@@ -59,7 +78,7 @@ def patched_attribute(s, tgt: ast.Attribute, value: ast.AST | None, anchor: ast.
     if sets_reduced_precision(s, tgt, value):
         return  # a precision flag, reported as such
     base = s.resolve(tgt.value)
-    if base and base.split(".")[0] in PROTECTED_ROOTS:
+    if module_attribute(s, base) is not None:
         parts = set(base.split("."))
         if (parts & {"config", "backends", "_config"}) and literal(value):
             return  # setting a library's configuration value, not replacing code
@@ -80,6 +99,10 @@ def patched_namespace(s, tgt: ast.Subscript, value: ast.AST | None, anchor: ast.
         s.add("monkeypatching", anchor, f"writes into sys.modules: {src(tgt)}")
     elif base and (base == "builtins" or base.endswith(".__dict__")) and base.split(".")[0] in PROTECTED_ROOTS:
         s.add("monkeypatching", anchor, f"writes into {base}: {src(tgt)}")
+    elif base and not base.startswith("os.environ"):
+        where = module_attribute(s, base)
+        if where is not None and where[1]:  # ``copy.dispatch_table[T] = f``: a module's global table
+            s.add("monkeypatching", anchor, f"writes into {base}, a table of the module {where[0]}: {src(tgt)}")
 
 
 @on_call("monkeypatching", *sorted(SETTERS))
@@ -88,7 +111,7 @@ def setattr_on_protected(s, node: ast.Call, r: str) -> None:
     if not args:
         return
     base = s.resolve(args[0])
-    if base and base.split(".")[0] in PROTECTED_ROOTS:
+    if module_attribute(s, base) is not None:
         s.add("monkeypatching", node, f"{r}() on {base}")
     elif isinstance(args[0], ast.Call) and s.resolve(args[0].func) == "type":
         s.add("monkeypatching", node, f"{r}() on a class through type()")
@@ -103,6 +126,12 @@ def namespace_write_call(s, node: ast.Call, r: str | None) -> None:
         s.add("monkeypatching", node, f"{r}()")
     elif r.endswith(_DICT_WRITES) and r.split(".")[0] in PROTECTED_ROOTS:
         s.add("monkeypatching", node, f"{r}()")
+    elif r.rsplit(".", 1)[-1] in MUTATORS and "." in r:
+        where = module_attribute(s, r.rsplit(".", 1)[0])
+        if where is not None and len(where[1]) == 1:
+            ns = namespace(where[0])
+            if ns is not None and isinstance(ns.get(where[1][0]), (dict, list, set)):
+                s.add("monkeypatching", node, f"{r}() changes a table of the module {where[0]}")
 
 
 # ---- tensor subclasses

@@ -45,7 +45,9 @@ names(
     "sys.modules builtins __import__ __loader__ __spec__ importlib.__import__ importlib.reload importlib.util "
     "importlib.machinery "
     "importlib._bootstrap importlib._bootstrap_external importlib.abc imp pkgutil inspect.getmodule "
-    "inspect.getmembers inspect.getmembers_static",
+    "inspect.getmembers inspect.getmembers_static pydoc help unittest.mock logging.config torch.ops.import_module "
+    "torch.set_default_tensor_type torch._utils._import_dotted_name tvm.get_global_func tvm.register_func "
+    "tvm.ffi tvm_ffi.get_global_func tvm_ffi.register_global_func tvm_ffi.get_global_func_metadata",
 )
 
 #: calls that fetch an attribute by name: (callee, index of the name argument; the base is argument 0 when 1)
@@ -67,13 +69,10 @@ SENSITIVE_NAMES = FRAME_ATTRS | frozenset({
     "_push_on_torch_function_stack", "_push_on_torch_dispatch_stack", "_set_torch_function_mode",
     "_set_dispatch_mode",
 })
-#: computed names on these objects are allowed (``getattr(torch, dtype_name)``, ``getattr(tl, op)``) unless the
-#: base is private or below one of the namespaces after them
-SAFE_ROOTS = frozenset({"torch", "triton", "numpy", "math", "cmath", "operator", "cutlass", "cupy", "tilelang"})
-UNSAFE_UNDER = ("torch.overrides", "torch.utils", "torch.profiler", "torch.autograd", "torch.multiprocessing",
-                "torch.hub", "torch.library", "torch.distributed", "torch.cuda.profiler", "torch.fx", "torch.jit",
-                "torch.package", "torch.serialization", "triton.runtime", "triton.profiler", "triton.compiler",
-                "triton.backends", "numpy.ctypeslib", "cupy.cuda")
+#: modules on which a computed name is allowed (``getattr(math, fn_name)``): namespaces that hold no module and
+#: nothing that runs code. Any other module holds modules (``torch.sys``, ``tl.core``), so a name computed at run
+#: time on it is an import the allowlist cannot see
+SAFE_ROOTS = frozenset({"math", "cmath"})
 #: listings of a namespace: a name drawn from one is not a parameter, even on a safe base
 _LISTINGS = frozenset({"dir", "vars", "globals", "locals", "inspect.getmembers", "inspect.getmembers_static"})
 #: functions whose use as a value (not a call) hides the lookup they make
@@ -93,19 +92,15 @@ def sensitive(name: str) -> bool:
 
 
 def _own_object(node: ast.AST) -> bool:
-    """``self``, ``cls`` and attributes of them: the solution's own objects."""
+    """``self``, ``cls`` and attributes of them: the solution's own objects (a module stored on one is a finding
+    of its own: ``module_indirection``, a module used as a value)."""
     while type(node) is ast.Attribute:
         node = node.value
     return type(node) is ast.Name and node.id in ("self", "cls")
 
 
 def safe_base(name: str | None) -> bool:
-    if not name:
-        return False
-    parts = name.split(".")
-    if parts[0] not in SAFE_ROOTS or any(p.startswith("_") for p in parts):
-        return False
-    return not any(name == u or name.startswith(u + ".") for u in UNSAFE_UNDER)
+    return name in SAFE_ROOTS
 
 
 def _drawn_from_listing(s, node: ast.AST) -> bool:

@@ -34,6 +34,8 @@ STR_BUILDERS = frozenset({"join", "format", "replace", "decode", "lower", "upper
 _CTYPES_ROOTS = ("ctypes", "cffi", "_ctypes")
 #: what ``globals()`` (and ``vars()`` without an argument) resolves to: this file's own namespace
 MODULE_NS = "<module>"
+#: what a relative import above the solution's files resolves to (it fails when it runs)
+RELATIVE = "<relative>"
 #: calls that return a copy or view of the mapping they are given
 _MAPPING_COPIES = frozenset({"dict", "types.MappingProxyType", "collections.ChainMap", "collections.OrderedDict",
                              "copy.copy"})
@@ -50,9 +52,15 @@ def is_namespace(name: str | None) -> bool:
 class NameResolver:
     """Aliases and assignments of one Python file, and the resolution and folding built on them."""
 
-    def __init__(self, tree: ast.Module):
+    def __init__(self, tree: ast.Module, module: str | None = None, is_package: bool = False):
         self.tree = tree
+        #: the module this file is imported as (``pkg.helper``; ``pkg`` for ``pkg/__init__.py``), for its relative
+        #: imports
+        self.module = module
+        self.is_package = is_package
         self.aliases: dict[str, str] = {}
+        #: the dotted names this file imports as modules (``import a.b`` makes ``a`` and ``a.b`` modules)
+        self.known: set[str] = set()
         self.shadowed: set[str] = set()
         self.global_names: set[str] = set()
         self.module_defs: dict[str, ast.AST] = {}
@@ -86,16 +94,19 @@ class NameResolver:
                     else:
                         root = a.name.split(".")[0]
                         self.aliases[root] = root
+                    self._know(a.name)
                     if a.name.split(".")[0] in _CTYPES_ROOTS:
                         self.uses_ctypes = True
             elif t is ast.ImportFrom:
-                if node.level or not node.module:
+                module = self.absolute(node)
+                if not module:
                     continue
-                if node.module.split(".")[0] in _CTYPES_ROOTS:
+                self._know(module)
+                if module.split(".")[0] in _CTYPES_ROOTS:
                     self.uses_ctypes = True
                 for a in node.names:
                     if a.name != "*":
-                        self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                        self.aliases[a.asname or a.name] = f"{module}.{a.name}"
             elif t is ast.Assign:
                 for tgt in node.targets:
                     assigns.append((tgt, node.value))
@@ -116,6 +127,25 @@ class NameResolver:
                         r = self.resolve(val)
                         if r:
                             self.aliases[tgt.id] = r
+
+    def _know(self, module: str) -> None:
+        parts = module.split(".")
+        self.known.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+
+    def absolute(self, node: ast.ImportFrom) -> str | None:
+        """The module a ``from`` import names: a relative one resolved against this file's package (``<relative>``
+        where it climbs above the solution, which fails when it runs)."""
+        if not node.level:
+            return node.module
+        if self.module is None:
+            return RELATIVE
+        package = self.module.split(".")
+        if not self.is_package:
+            package = package[:-1]
+        if node.level > len(package):
+            return RELATIVE
+        base = package[:len(package) - node.level + 1]
+        return ".".join(base + ([node.module] if node.module else []))
 
     # ---- name resolution
 

@@ -24,12 +24,12 @@ names(
     "faulthandler.register faulthandler.dump_traceback_later faulthandler.cancel_dump_traceback_later "
     "faulthandler.disable os.kill os.killpg os._exit os.abort resource.setrlimit resource.prlimit "
     "sys.call_tracing sys._settraceallthreads sys._setprofileallthreads cProfile profile _lsprof trace bdb pdb "
-    "breakpoint",
+    "breakpoint numpy.seterrcall",
 )
 names(
     "result_channel",
     "sys.argv sys.orig_argv os.write os.writev os.pwrite os.pwritev os.fdopen os.dup os.dup2 os.close os.closerange "
-    "os.read os.sendfile os.set_inheritable os.set_blocking",
+    "os.read os.sendfile os.set_inheritable os.set_blocking input",
 )
 
 cpp_pattern("threading", r"std\s*::\s*j?thread\b|std\s*::\s*async\b|\bpthread_create\b|boost\s*::\s*thread\b|"

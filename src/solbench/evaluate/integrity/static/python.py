@@ -7,6 +7,7 @@ import ast
 import re
 from functools import partial
 
+from .modules import NO_OWN, Own, Reach, module_name, reach
 from .names import MODULE_NS, NameResolver, norm
 from .rules import (
     CHECKS,
@@ -26,20 +27,19 @@ from .tree import chain_inner
 rule("unscannable", REJECT, "A source the scanner cannot analyse (nesting too deep) could hide anything.")
 
 PY_LANGS = frozenset({"pytorch", "python", "torch"})
-#: modules that other modules re-export as attributes (``torch.sys``, ``os.sys``, ``torch.os``): a name reached
-#: through one is also checked from that module on (``torch.sys.settrace`` is ``sys.settrace``)
-REEXPORTED = frozenset({"sys", "os", "gc", "builtins", "importlib", "inspect", "threading", "_thread",
-                        "subprocess", "signal", "ctypes", "socket", "multiprocessing", "traceback", "marshal",
-                        "pickle", "atexit", "faulthandler", "resource", "runpy", "pty", "cProfile"})
 
 
 class PyScanner(NameResolver):
     """One Python file: the name pre-pass, the per-file setup of the check modules, then one visit."""
 
     def __init__(self, path: str, tree: ast.Module, language: str, policy: Policy, offset: int, depth: int,
-                 source: str = ""):
-        super().__init__(tree)
+                 source: str = "", own: Own = NO_OWN):
+        super().__init__(tree, module_name(path), path.endswith("__init__.py"))
         self.path = path
+        #: the solution's own modules (modules.py)
+        self.own = own
+        self._reaches: dict[str, Reach] = {}
+        self._prepassed = False
         self.language = language
         self.dsl = language not in PY_LANGS
         self.policy = policy
@@ -66,6 +66,18 @@ class PyScanner(NameResolver):
         return h
 
     # ---- the visit
+
+    def prepass(self) -> None:
+        if not self._prepassed:
+            self._prepassed = True
+            super().prepass()
+
+    def reach(self, name: str) -> Reach:
+        """Where a resolved dotted name leads (modules.py): the last module along it and what follows."""
+        r = self._reaches.get(name)
+        if r is None:
+            r = self._reaches[name] = reach(name, self.own, self.known)
+        return r
 
     def run(self) -> list[Finding]:
         self.prepass()
@@ -128,8 +140,10 @@ class PyScanner(NameResolver):
 
     # ---- resolved names and identifiers
 
-    def check_name(self, name: str, node: ast.AST, what: str = "uses") -> None:
-        """Report every rule the name table gives for a resolved dotted name, then run the name checks."""
+    def check_name(self, name: str, node: ast.AST, what: str = "uses", depth: int = 0) -> None:
+        """Report every rule the name table gives for a resolved dotted name, then run the name checks; a name
+        whose chain passes through another module (``torch.sys.settrace``, ``helper.torch.load``) is checked as
+        the name it reaches as well (``sys.settrace``, ``torch.load``)."""
         for r in rules_for(name):
             skip = NAME_FILTERS.get(r)
             if skip is not None and skip(name, what):
@@ -137,12 +151,10 @@ class PyScanner(NameResolver):
             self.add(r, node, f"{what} {name}")
         for fn in self.t_names:
             fn(self, name, node, what)
-        if "." in name:
-            parts = name.split(".")
-            for i in range(1, len(parts)):
-                if parts[i] in REEXPORTED:
-                    self.check_name(".".join(parts[i:]), node, what)
-                    break
+        if "." in name and depth < 3:
+            canonical = self.reach(name).name
+            if canonical and canonical != name:
+                self.check_name(canonical, node, what, depth + 1)
 
     def check_ident(self, ident: str, node: ast.AST) -> None:
         for fn in self.t_idents:
@@ -194,6 +206,8 @@ class PyScanner(NameResolver):
 
     def _call(self, node: ast.Call) -> None:
         r = self.resolve(node.func)
+        if r and "." in r:  # the callee by its real name: ``F.importlib.import_module`` is ``importlib.import_module``
+            r = self.reach(r).name or r
         if r:
             for fn in self.t_named_calls.get(r, ()):
                 fn(self, node, r)
@@ -249,7 +263,7 @@ class PyScanner(NameResolver):
         except (SyntaxError, ValueError):
             return
         sub = PyScanner(self.path, tree, "pytorch" if not self.dsl else "triton", self.policy,
-                        self.offset + const.lineno - 1, self.depth + 1, const.value)
+                        self.offset + const.lineno - 1, self.depth + 1, const.value, self.own)
         self.findings.extend(sub.run())
 
 

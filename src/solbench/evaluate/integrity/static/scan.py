@@ -1,4 +1,5 @@
-"""The entry point: which scanner reads which file, and the policy applied to the findings."""
+"""The entry point: which scanner reads which file, the sources each language accepts, the solution's own modules,
+and the policy applied to the findings."""
 
 from __future__ import annotations
 
@@ -6,26 +7,23 @@ import ast
 import dataclasses
 import gc
 
+from .allowlist import CPP_SUFFIXES, COMPILED_LANGUAGES
 from .cpp import scan_cpp
-from .python import PY_LANGS, PyScanner
+from .imports import source_findings
+from .modules import Own
+from .python import PyScanner
 from .rules import REJECT, Finding, Policy
-
-CPP_EXTS = frozenset({".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx", ".inl", ".ipp",
-                      ".tcc", ".cuinl"})
 
 
 def kind_of(path: str, language: str) -> str:
+    """How a source is read: "python", "cpp", or "none" for data that nothing executes."""
     dot = path.rfind(".")
     ext = path[dot:].lower() if dot > path.rfind("/") else ""
-    if ext in (".py", ".pyi"):
+    if ext == ".py":
         return "python"
-    if ext in CPP_EXTS:
+    if ext in CPP_SUFFIXES or language in COMPILED_LANGUAGES:
         return "cpp"
-    if language in PY_LANGS or language == "triton":
-        return "python"
-    if ext in ("", ".txt", ".json", ".md", ".yaml", ".yml", ".toml"):
-        return "none" if ext else "cpp"
-    return "cpp"
+    return "none"
 
 
 def scan_sources(sources: list[tuple[str, str]], language: str, policy: Policy | None = None) -> list[Finding]:
@@ -36,8 +34,22 @@ def scan_sources(sources: list[tuple[str, str]], language: str, policy: Policy |
     gc_was_enabled = gc.isenabled()
     gc.disable()  # parsing allocates many small objects; collecting them mid-scan only costs time
     try:
+        own = Own([p for p, _ in sources])
+        scanners = []
         for path, content in sources:
-            findings.extend(_scan_one(path, content, lang, policy))
+            findings.extend(source_findings(path, lang))
+            kind = kind_of(path, lang)
+            if kind == "cpp":
+                findings.extend(scan_cpp(path, content, policy))
+            elif kind == "python":
+                scanners.append(_python(path, content, lang, policy, own))
+        for sc in scanners:  # what each own module binds, before any check follows a chain through it
+            if sc is not None and sc.module:
+                sc.prepass()
+                own.binds[sc.module] = sc.aliases
+        for sc in scanners:
+            if sc is not None:
+                findings.extend(_run(sc))
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -55,18 +67,17 @@ def scan_sources(sources: list[tuple[str, str]], language: str, policy: Policy |
     return out
 
 
-def _scan_one(path: str, content: str, lang: str, policy: Policy) -> list[Finding]:
-    kind = kind_of(path, lang)
-    if kind == "cpp":
-        return scan_cpp(path, content, policy)
-    if kind != "python":
-        return []
+def _python(path: str, content: str, lang: str, policy: Policy, own: Own) -> PyScanner | None:
     try:
         tree = ast.parse(content, filename=path)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return []  # the build step reports it
-    scanner = PyScanner(path, tree, lang, policy, 0, 0, content)
+        return None  # the build step reports it
+    return PyScanner(path, tree, lang, policy, 0, 0, content, own)
+
+
+def _run(scanner: PyScanner) -> list[Finding]:
     try:
         return scanner.run()
     except RecursionError:
-        return scanner.findings + [Finding("unscannable", REJECT, path, 1, "source nests too deeply to analyse")]
+        return scanner.findings + [Finding("unscannable", REJECT, scanner.path, 1,
+                                           "source nests too deeply to analyse")]

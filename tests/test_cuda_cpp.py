@@ -1,7 +1,8 @@
-"""The cuda_cpp and cutlass plug-ins (C++/CUDA torch extensions) and their build cache.
+"""The cuda_cpp and cutlass plug-ins and the native build: built on the trusted side before the candidate starts,
+checked, hashed, cached, verified on every use.
 
-One real C++ extension is built per session (``built``, about 15-25 s on 2 cores); the rest reuses it or needs
-no compiler. The .cu fixture only runs on a GPU; here it must be ``unsupported``.
+One real C++ library is built per session (``built``, with solbench's binding: about 30-45 s on 2 cores); the
+rest reuses them or needs no compiler. The .cu fixture only runs on a GPU; here it must be ``unsupported``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -33,10 +33,23 @@ def _solution(name: str):
     return load_solution(CPP / f"{name}.json", _problem().definition)
 
 
-def _evaluate(name: str):
+def _with(name: str, spec: dict | None = None, **sources: str):
+    """The fixture ``name`` with some of its sources replaced (or added) and its spec updated."""
+    from solbench.problems.solution import Solution
+
+    data = _solution(name).model_dump()
+    files = {s["path"]: s["content"] for s in data["sources"]} | sources
+    data["sources"] = [{"path": p, "content": c} for p, c in files.items()]
+    data["spec"].update(spec or {})
+    return Solution.model_validate(data)
+
+
+def _evaluate(sol, **opts):
     from solbench.evaluate.runner import EvalOptions, evaluate
 
-    return evaluate(_problem(), _solution(name), EvalOptions(device="cpu", baselines=(), time_candidate=False))
+    if isinstance(sol, str):
+        sol = _solution(sol)
+    return evaluate(_problem(), sol, EvalOptions(device="cpu", baselines=(), time_candidate=False, **opts))
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +63,7 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def built(cache):
-    """The C++ solution evaluated once, cold: it is compiled in the candidate's sandbox and published."""
+    """The C++ solution evaluated once, cold: built and checked on the trusted side, then published."""
     t0 = time.perf_counter()
     ev = _evaluate("axpy_cpp")
     return ev, time.perf_counter() - t0
@@ -71,19 +84,28 @@ def test_the_key_changes_with_every_input():
     assert len(keys) == len(variants) and k not in keys
 
 
-def test_the_plan_follows_the_compile_options():
+def test_the_plan_follows_the_compile_options_from_the_allowlist():
     from solbench.evaluate.languages.cuda_cpp import CudaCpp
 
     lang = CudaCpp()
-    sources = [("main.cpp", "int x;")]
+    sources = [("main.cpp", "int x;"), ("kernel.cu", "")]
     a = lang.plan(sources, {"cflags": ["-O3"]}, [], "cpu")
     b = lang.plan(sources, {"cflags": ["-O2"]}, [], "cpu")
     c = lang.plan(sources, {"cflags": "-O2"}, [], "cpu")  # a string is split like a shell would
     assert a["key"] != b["key"] and b["key"] == c["key"]
-    assert a["name"] == f"sb_{a['key'][:16]}" and a["cflags"][-1] == "-O3" and a["sources"] == ["main.cpp"]
+    assert a["name"] == f"sb_{a['key'][:16]}" and a["cflags"][-1] == "-O3"
+    assert a["sources"] == ["kernel.cu", "main.cpp"] and a["cuda_as_cpp"]  # on the CPU a .cu is C++
     assert a["arch"] == "cpu" and not a["with_cuda"] and a["cuda_cflags"] == []
-    with pytest.raises(ValueError):
-        lang.plan(sources, {"cflags": {"x": 1}}, [], "cpu")
+    for bad in ({"cflags": {"x": 1}}, {"cflags": ["-fplugin=/tmp/p.so"]}, {"cflags": ["-B/tmp"]},
+                {"cflags": ["-Wl,--wrap=malloc"]}, {"cflags": ["-include", "/etc/passwd"]}, {"cflags": ["@flags"]},
+                {"cuda_cflags": ["-ccbin", "/tmp/cc"]}, {"cuda_cflags": ["-Xcompiler", "-fplugin=x"]},
+                {"ld_flags": ["-lpython3.11"]}, {"ld_flags": ["-Wl,-rpath,/tmp"]}):
+        with pytest.raises(ValueError):
+            lang.plan(sources, bad, [], "cpu")
+    ok = lang.plan(sources, {"cflags": ["-O2", "-march=native", "-DN=4", "-fopenmp", "-Wall"],
+                             "cuda_cflags": ["--use_fast_math", "-Xptxas", "-v", "-maxrregcount=64"],
+                             "ld_flags": ["-lcublas"]}, [], "cpu")
+    assert "-fopenmp" in ok["cflags"]  # what the object then calls is the imports' question
 
 
 def test_arch_flags_for_the_present_device(monkeypatch):
@@ -99,68 +121,62 @@ def test_arch_flags_for_the_present_device(monkeypatch):
     assert cuda_cpp.arch_flags("cpu") == []
 
 
-def test_publish_is_atomic_and_keeps_the_first(tmp_path, monkeypatch):
+def test_publish_verifies_on_every_load_and_keeps_the_first(tmp_path):
     root = tmp_path / "cache"
-    build = tmp_path / "build"
-    build.mkdir()
-    for name in ("a.so", "b.txt", "c.txt"):
-        (build / name).write_text(name)
-    (build / "obj.o").write_text("objects stay behind")
-    (build / "link").symlink_to("/etc/hostname")
-    real_copy = build_cache._copy
-    seen_midway = []
-
-    def slow_copy(fd, target, size):
-        seen_midway.append(build_cache.lookup("k1", root))
-        real_copy(fd, target, size)
-
-    monkeypatch.setattr(build_cache, "_copy", slow_copy)
-    path = build_cache.publish("k1", build, {"compile_s": 1.5}, root)
-    assert seen_midway and all(p is None for p in seen_midway)  # never visible while half-written
-    assert path == root / "k1" and sorted(p.name for p in path.iterdir()) == ["a.so", "b.txt", "c.txt", "meta.json"]
-    assert build_cache.read_meta(path) == {"compile_s": 1.5, "key": "k1"}
-
-    calls = []
-
-    def failing_copy(fd, target, size):
-        calls.append(target)
-        if len(calls) == 2:
-            raise OSError("disk full")
-        real_copy(fd, target, size)
-
-    monkeypatch.setattr(build_cache, "_copy", failing_copy)
-    with pytest.raises(OSError):
-        build_cache.publish("k2", build, {}, root)
-    assert build_cache.lookup("k2", root) is None and not (root / "k2").exists()
-    assert not [p for p in root.iterdir() if p.name.startswith(".tmp-")]  # the temporary copy is gone
-
-    monkeypatch.setattr(build_cache, "_copy", real_copy)
-    (build / "a.so").write_text("a second build")
-    assert build_cache.publish("k1", build, {"compile_s": 9.0}, root) == root / "k1"
-    assert (root / "k1" / "a.so").read_text() == "a.so" and build_cache.read_meta(root / "k1")["compile_s"] == 1.5
+    assert build_cache.publish("k1", {"a.so": b"library"}, {"compile_s": 1.5}, root) == root / "k1"
+    meta, files = build_cache.load("k1", root)
+    assert files == {"a.so": b"library"} and meta["compile_s"] == 1.5 and meta["key"] == "k1"
+    assert meta["files"]["a.so"]["sha256"] == build_cache.hashlib.sha256(b"library").hexdigest()
+    assert build_cache.publish("k1", {"a.so": b"another"}, {}, root) == root / "k1"  # the first stays
+    assert build_cache.load("k1", root)[1] == {"a.so": b"library"}
+    assert not [p for p in root.iterdir() if p.name.startswith(".tmp-")]
+    # a changed artefact is never loaded: the entry goes, and the next evaluation builds it again
+    (root / "k1" / "a.so").chmod(0o644)
+    (root / "k1" / "a.so").write_bytes(b"librarx")
+    assert build_cache.load("k1", root) is None and not (root / "k1").exists()
+    # a link in its place is not followed
+    build_cache.publish("k2", {"a.so": b"x"}, {}, root)
+    (root / "k2" / "a.so").unlink()
+    (root / "k2" / "a.so").symlink_to("/etc/hostname")
+    assert build_cache.load("k2", root) is None
 
 
-def _build_counted(work: Path, count: str) -> dict:
-    with open(count, "a") as f:
-        f.write(f"{os.getpid()}\n")
-    time.sleep(1.0)  # long enough for the other process to be waiting
-    (work / "lib.so").write_text("artefact")
-    return {"compile_s": 1.0}
+def test_the_cache_is_bounded_least_recently_used_first(tmp_path):
+    root = tmp_path / "cache"
+    for i, key in enumerate(("old", "mid", "new")):
+        build_cache.publish(key, {"f.so": bytes(1000)}, {}, root)
+        os.utime(root / key / build_cache.META, (1000 + i, 1000 + i))
+    build_cache.load("old", root)  # used now: the most recent
+    removed = build_cache.evict(root, 2 * build_cache._size(root / "new") + 10)  # room for two
+    assert removed == ["mid"] and build_cache.load("old", root) and build_cache.load("new", root)
+    sparse = root / "sparse"
+    sparse.mkdir()
+    with open(sparse / "f.so", "wb") as f:
+        f.truncate(480 << 20)  # 480 MiB apparent, nothing allocated: counted by its apparent size
+    (sparse / build_cache.META).write_text("{}")
+    os.utime(sparse / build_cache.META, (1, 1))
+    assert build_cache.evict(root, 1 << 20) == ["sparse"] and not sparse.exists()
 
 
-def _race(root: str, count: str, barrier, results) -> None:
-    import functools
+def _obtain_counted(root: str, count: str, barrier, results) -> None:
+    from solbench.evaluate.native.build import Outcome
+
+    def make(work: Path):
+        with open(count, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        time.sleep(1.0)  # long enough for the other process to be waiting
+        return Outcome(files={"lib.so": b"artefact"}, compile_s=1.0)
 
     barrier.wait()
-    path, meta, cached = build_cache.build_once("racekey", functools.partial(_build_counted, count=count), Path(root))
-    results.put((str(path), (path / "lib.so").read_text(), meta.get("compile_s"), cached))
+    outcome, files, cached = build_cache.obtain("racekey", make, {}, Path(root))
+    results.put((files, cached))
 
 
 def test_two_processes_building_the_same_key_build_once(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(2), ctx.Queue()
     count = tmp_path / "builds.txt"
-    procs = [ctx.Process(target=_race, args=(str(tmp_path / "cache"), str(count), barrier, results))
+    procs = [ctx.Process(target=_obtain_counted, args=(str(tmp_path / "cache"), str(count), barrier, results))
              for _ in range(2)]
     for p in procs:
         p.start()
@@ -169,73 +185,22 @@ def test_two_processes_building_the_same_key_build_once(tmp_path):
         p.join(timeout=60)
         assert p.exitcode == 0
     assert len(count.read_text().splitlines()) == 1  # built once
-    assert {g[:3] for g in got} == {(str(tmp_path / "cache" / "racekey"), "artefact", 1.0)}  # both got it
-    assert sorted(g[3] for g in got) == [False, True]  # one built, the other waited and reused it
+    assert all(g[0] == {"lib.so": b"artefact"} for g in got) and sorted(g[1] for g in got) == [False, True]
 
 
-class _Plan:
-    """A compiled language as ``Carry`` sees it."""
+def test_a_rejected_build_is_remembered_and_nothing_is_published(tmp_path):
+    from solbench.evaluate.native.build import Outcome
 
-    name = "cuda_cpp"
+    calls = []
 
-    def __init__(self, key: str = "a" * 64):
-        self.key = key
+    def make(work):
+        calls.append(work)
+        return Outcome(verdict="reward_hack", reasons=["native_symbol"], message="imports dlopen")
 
-    def unsupported_reason(self, solution, device):
-        return None
-
-    def build_plan(self, solution, device):
-        return {"key": self.key, "timeout_s": 5, "language": "cuda_cpp", "arch": "cpu"}
-
-
-def test_carry_publishes_only_this_keys_regular_files(tmp_path):
-    """A candidate writes where it likes in its private directory; the trusted side publishes the directory of the
-    key it computed itself, regular files only, and nothing under any other key."""
-    root, private = tmp_path / "cache", tmp_path / "private"
-    carry = build_cache.Carry(_Plan(), None, "cpu", private, root)
-    assert carry.env["SOLBENCH_BUILD_CACHE"] == str(private / "build" / ("a" * 64))
-    with carry:
-        mine = private / "build" / ("a" * 64)
-        (mine / "sb_x.so").write_text("lib")
-        (mine / "stolen").symlink_to("/etc/hostname")
-        other = private / "build" / ("b" * 64)  # planting under another solution's key
-        other.mkdir(parents=True)
-        (other / "sb_y.so").write_text("planted")
-        (other / "meta.json").write_text("{}")
-        (mine / "meta.json").write_text(json.dumps({"compile_s": 2.5, "key": "forged"}))
-    assert carry.report == {"key": "a" * 16, "cached": False, "published": True, "compile_s": 2.5}
-    assert sorted(p.name for p in (root / ("a" * 64)).iterdir()) == ["meta.json", "sb_x.so"]
-    assert build_cache.read_meta(root / ("a" * 64))["key"] == "a" * 64  # the trusted side's meta, not the candidate's
-    assert build_cache.lookup("b" * 64, root) is None
-    again = build_cache.Carry(_Plan(), None, "cpu", tmp_path / "private2", root)
-    with again:
-        assert (tmp_path / "private2" / "build" / ("a" * 64) / "sb_x.so").read_text() == "lib"
-    assert again.report["cached"] and not again.report["published"]
-
-
-def test_links_in_the_candidates_directory_are_never_followed(tmp_path):
-    """The candidate swaps its build directory (or the directory above it, or its Triton cache) for a link to
-    files it cannot read: the trusted side copies none of them into the shared cache."""
-    from solbench.evaluate.runner import _carry_cache
-
-    secret = tmp_path / "hidden"
-    (secret / ("a" * 64)).mkdir(parents=True)
-    for d in (secret, secret / ("a" * 64)):
-        (d / "meta.json").write_text('{"compile_s": 1}')
-        (d / "seed").write_text("42")
-    root = tmp_path / "cache"
-    for n, swap in enumerate(("build/" + "a" * 64, "build")):
-        private = tmp_path / f"private{n}"
-        carry = build_cache.Carry(_Plan(), None, "cpu", private, root)
-        with carry:
-            shutil.rmtree(private / swap)
-            (private / swap).symlink_to(secret)
-        assert not carry.published and build_cache.lookup("a" * 64, root) is None
-    os.mkfifo(private / "meta.json")  # a FIFO never blocks the trusted side
-    assert build_cache.read_meta(private, tmp_path) == {}
-    (private / "triton").symlink_to(secret)
-    _carry_cache(private / "triton", tmp_path / "carried", below=private)
-    assert not (tmp_path / "carried").exists()
+    for _ in range(2):
+        outcome, files, _cached = build_cache.obtain("bad", make, {}, tmp_path)
+        assert files is None and outcome.verdict == "reward_hack" and outcome.message == "imports dlopen"
+    assert len(calls) == 1 and build_cache.load("bad", tmp_path) is None
 
 
 # ---- the plug-ins ------------------------------------------------------------------------------------------
@@ -281,13 +246,27 @@ def test_cutlass_needs_its_headers(tmp_path, monkeypatch):
     assert plan["key"] != cuda_cpp.CudaCpp().plan([("main.cpp", "int x;")], {}, [], "cpu")["key"]
 
 
-def test_cuda_sources_on_the_cpu_are_unsupported(cache):
+def test_cuda_kernels_on_the_cpu_are_unsupported_and_a_cu_without_one_is_not(cache):
+    from solbench.evaluate.languages import get_language
+
     ev = _evaluate("axpy_cuda")
     assert ev.verdict == "unsupported" and ev.workloads
     assert all(w.verdict == "unsupported" and w.reasons == ["language_unavailable"] for w in ev.workloads)
-    assert "need a CUDA device" in ev.workloads[0].message and "need a CUDA device" in ev.message
+    assert "need a CUDA device" in ev.workloads[0].message and "axpy_kernel" in ev.message
+    lang = get_language("cuda_cpp")
+    empty = _with("axpy_cpp", **{"kernel.cu": ""})
+    assert lang.unsupported_reason(empty, "cpu") is None  # no kernel: built as C++, judged for real
+    hidden = _with("axpy_cpp", **{"k.cuh": "template <int N> __global__ void k(float* p) {}\n", "kernel.cu": ""})
+    assert "k" in lang.unsupported_reason(hidden, "cpu")
+    assert "needs a CUDA device" in get_language("cublas").unsupported_reason(empty, "cpu")
 
 
+def test_flags_off_the_list_are_a_compile_error_before_anything_builds(cache):
+    ev = _evaluate(_with("axpy_cpp", spec={"compile_options": {"cflags": ["-fplugin=/tmp/evil.so"]}}))
+    assert ev.verdict == "compile_error" and "-fplugin" in ev.message and ev.environment.get("build") is None
+
+
+# ---- building on the trusted side (a compiler) --------------------------------------------------------------
 @pytest.mark.slow
 def test_a_cpp_extension_builds_and_passes_on_the_cpu(built):
     ev, elapsed = built
@@ -296,44 +275,80 @@ def test_a_cpp_extension_builds_and_passes_on_the_cpu(built):
     assert "language_unproven" in ev.warnings  # a C++ build on the CPU gives the proof no kernels to look at
     build = ev.environment["build"]
     assert build["cached"] is False and build["published"] is True and build["compile_s"] > 0
-    print(f"\ncold evaluation {elapsed:.1f} s, compile {build['compile_s']:.1f} s")
+    assert "loaded the verified build" in ev.log and ev.phases["build"] > 0
+    print(f"\ncold evaluation {elapsed:.1f} s, compile {build['compile_s']:.1f} s, build phase {ev.phases['build']:.1f} s")
 
 
 @pytest.mark.slow
-def test_a_second_evaluation_reuses_the_build(built, cache, monkeypatch):
+def test_a_second_evaluation_loads_the_verified_build(built, cache, monkeypatch):
     ev = _evaluate("axpy_cpp")
     assert ev.verdict == "passed"
     build = ev.environment["build"]
-    assert build["cached"] is True and build["published"] is False
-    assert build["key"] == built[0].environment["build"]["key"]
-    assert ev.environment["candidate_ready_s"] < 1.0  # the candidate's process: start, sandbox, load
-    assert "cached build" in ev.log
+    assert build["cached"] is True and build["published"] is False and build["sha256"] == \
+        built[0].environment["build"]["sha256"]
+    assert ev.environment["candidate_ready_s"] < 1.0  # the candidate's process: start, sandbox, verify, load
 
-    # the plug-in's own load from the cached artefact, in this process: no compiler runs
+    # the plug-in's own load, in this process, from the trusted side's copy: hashes checked, nothing built
     from solbench.evaluate.languages.cuda_cpp import CudaCpp
+    from solbench.evaluate.languages.base import CompileError
 
     sol = _solution("axpy_cpp")
+    private = cache / "private"
+    carry = build_cache.Carry(CudaCpp(), sol, "cpu", private, cache / "build")
+    assert carry.report["cached"] and carry.failed is None
+    plan = json.loads(carry.env["SOLBENCH_BUILD_PLAN"])
+    copy = Path(plan["library"])
+    assert copy.parent == private / "build" / carry.key and not copy.stat().st_mode & 0o222  # read-only
+    staged = cache / "staged"
+    staged.mkdir(exist_ok=True)
+    (staged / "main.cpp").write_text("")
+    monkeypatch.setenv("SOLBENCH_BUILD_PLAN", carry.env["SOLBENCH_BUILD_PLAN"])
     lang = CudaCpp()
-    plan = lang.build_plan(sol, "cpu")
-    artefact = build_cache.lookup(plan["key"], cache / "build")
-    assert artefact is not None and plan["key"].startswith(build["key"])
-    staged, private = cache / "staged", cache / "private" / plan["key"]
-    for s in sol.sources:
-        (staged / s.path).parent.mkdir(parents=True, exist_ok=True)
-        (staged / s.path).write_text(s.content)
-    shutil.copytree(artefact, private)
-    monkeypatch.setenv("SOLBENCH_BUILD_CACHE", str(private))
-    monkeypatch.setenv("SOLBENCH_BUILD_PLAN", json.dumps(plan))
     t0 = time.perf_counter()
     fn = lang.load(staged, "main.cpp", "run")
     load_s = time.perf_counter() - t0
-    assert lang.cached is True and load_s < 1.0
     import torch
 
     x, y, out = torch.arange(5.0), torch.ones(5), torch.empty(5)
     fn(x, y, 2.0, out)
     assert out.tolist() == [1.0, 3.0, 5.0, 7.0, 9.0]
+    with pytest.raises(RuntimeError, match="float32"):
+        fn(x.double(), y, 2.0, out)
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        fn(x, y, 2.0)
+    # a copy changed after the build (a leftover process, a planted file) is refused, never loaded
+    copy.chmod(0o644)
+    data = bytearray(copy.read_bytes())
+    data[len(data) // 2] ^= 1
+    copy.write_bytes(bytes(data))
+    with pytest.raises(CompileError, match="does not match its hash"):
+        CudaCpp().load(staged, "main.cpp", "run")
+    monkeypatch.delenv("SOLBENCH_BUILD_PLAN")
+    with pytest.raises(CompileError, match="no trusted build"):
+        CudaCpp().load(staged, "main.cpp", "run")
     print(f"\ncached: candidate ready in {ev.environment['candidate_ready_s']:.3f} s, load {load_s * 1000:.1f} ms")
+
+
+@pytest.mark.slow
+def test_leftovers_in_the_candidates_directory_never_reach_the_cache(built, cache):
+    """Whatever a candidate leaves in its private directory (a huge sparse file, a planted library and meta.json
+    under its build key) is never published: the next evaluation loads the trusted side's verified bytes."""
+    from solbench.evaluate.languages.cuda_cpp import CudaCpp
+
+    sol = _solution("axpy_cpp")
+    private = cache / "private-leftovers"
+    carry = build_cache.Carry(CudaCpp(), sol, "cpu", private, cache / "build")
+    where = private / "build" / carry.key
+    with open(where / "filler.bin", "wb") as f:
+        f.truncate(480 << 20)
+    lib = Path(json.loads(carry.env["SOLBENCH_BUILD_PLAN"])["library"])
+    lib.chmod(0o644)
+    lib.write_bytes(b"\x7fELF planted")
+    (where / "meta.json").write_text('{"compile_s": 0}')
+    again = _evaluate("axpy_cpp")
+    assert again.verdict == "passed" and again.environment["build"]["cached"]
+    assert again.environment["build"]["sha256"] == built[0].environment["build"]["sha256"]
+    assert not list((cache / "build").rglob("filler.bin"))
 
 
 @pytest.mark.slow
@@ -341,35 +356,47 @@ def test_a_compile_error_is_a_verdict_with_the_compilers_message(cache):
     ev = _evaluate("axpy_cpp_broken")
     assert ev.verdict == "compile_error" and all(w.verdict == "compile_error" for w in ev.workloads)
     assert "main.cpp:7:" in ev.message and "error: cannot convert" in ev.message
-    assert "-DTORCH_EXTENSION_NAME" not in ev.message  # ninja's command lines are left out
+    assert "-DTORCH_EXTENSION_NAME" not in ev.message and "solbench_prelude" not in ev.message
     assert ev.environment["build"]["published"] is False  # nothing is cached from a failed build
 
 
-def test_a_build_past_its_limit_is_killed(tmp_path, monkeypatch):
-    """A compile limit of 3 s: the build child (torch's import, then ninja and the compiler) is killed whole."""
-    from solbench.evaluate.languages.base import CompileError
-    from solbench.evaluate.languages.cuda_cpp import CudaCpp
+@pytest.mark.slow
+def test_the_build_never_runs_the_solution_and_sees_what_a_candidate_sees(cache, tmp_path_factory):
+    """A static initialiser that would abort is built and published (the build loads nothing); a source that
+    includes a file of a hidden directory (the cache, the temporary directories) does not compile."""
+    sol = _with("axpy_cpp", **{"init.cpp": "#include <cstdlib>\nstatic int boom = (std::abort(), 1);\n"})
+    ev = _evaluate(sol)
+    assert ev.environment["build"]["published"] is True, ev.message
+    assert ev.verdict in ("runtime_error", "compile_error") and "loaded the verified build" not in ev.log
+    from solbench.evaluate.sandbox import namespaces_available
 
-    staged = tmp_path / "solution"
-    staged.mkdir()
-    (staged / "main.cpp").write_text("#include <torch/extension.h>\nint run() { return 1; }\n"
-                                     "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"run\", &run); }\n")
-    monkeypatch.delenv("SOLBENCH_BUILD_PLAN", raising=False)
-    monkeypatch.setenv("SOLBENCH_BUILD_CACHE", str(tmp_path / "build"))
-    monkeypatch.setenv("SOLBENCH_COMPILE_TIMEOUT_S", "3")
-    lang = CudaCpp()
+    if not namespaces_available():
+        pytest.skip("no namespaces here: the build runs on rlimits alone")
+    secret = Path(os.environ["SOLBENCH_CACHE"]) / "secret.h"
+    secret.write_text("#error the build read the cache\n")
+    peek = _with("axpy_cpp", **{"peek.cpp": f'#include "{secret}"\n'})
+    ev = _evaluate(peek)
+    assert ev.verdict == "compile_error" and "No such file" in ev.message, ev.message
+
+
+@pytest.mark.slow
+def test_a_build_past_its_limit_is_killed(cache, monkeypatch):
+    """A compile limit of 2 s: the build's sandbox (ninja and the compiler) is killed whole."""
+    src = "#include <torch/extension.h>\nint run() { return 1; }\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"run\", &run); }\n"
+    sol = _with("axpy_cpp", **{"slow.cpp": src})
+    monkeypatch.setenv("SOLBENCH_COMPILE_TIMEOUT_S", "2")
     t0 = time.perf_counter()
-    with pytest.raises(CompileError, match="did not finish within 3 s"):
-        lang.load(staged, "main.cpp", "run")
-    assert time.perf_counter() - t0 < 15
+    ev = _evaluate(sol)
+    assert ev.verdict == "compile_error" and "did not finish within 2 s" in ev.message
+    assert time.perf_counter() - t0 < 60
     time.sleep(0.2)
     left = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and (str(tmp_path).encode() in (entry / "cmdline").read_bytes()
-                                         or os.readlink(entry / "cwd").startswith(str(tmp_path))):
+            if entry.name.isdigit() and b"solbench-cache" in (entry / "cmdline").read_bytes() and \
+                    b"slow.cpp" in (entry / "cmdline").read_bytes():
                 left.append(entry.name)
         except OSError:
             pass
     assert not left  # nothing of the build is still running
-    assert not (tmp_path / "build" / "meta.json").exists()
+    assert not [p for p in (cache / "build").iterdir() if p.name.startswith(".build-")]

@@ -123,7 +123,9 @@ def test_cuda_cpp_that_computes_with_torch_is_caught():
     """A CUDA C++ label whose work is ATen's: the profiled call shows no kernel of the solution's."""
     ev = _eval(_cpp("cpp_posing_torch", TORCH_BODY))
     print("\n" + _line("cuda_cpp posing as torch", ev))
-    assert ev.verdict == "reward_hack" and "no_dsl_kernel" in ev.reasons, (ev.message, ev.log[-2000:])
+    # the symbol allowlist refuses ATen's compute at the build; the profiler's kernel names catch what passes it
+    assert ev.verdict == "reward_hack" and set(ev.reasons) & {"native_symbol", "no_dsl_kernel"}, \
+        (ev.reasons, ev.message, ev.log[-2000:])
 
 
 CUBLAS_BODY = ("  out.copy_(y);\n  float a = static_cast<float>(alpha);\n"
@@ -136,9 +138,13 @@ def test_cuda_cpp_that_calls_cublas_is_caught():
     """A CUDA C++ label whose work is cuBLAS's: its kernel names say cuBLAS, and the built object links it."""
     ev = _eval(_cpp("cpp_posing_cublas", CUBLAS_BODY, ["-lcublas"], includes=CUBLAS_INCLUDES))
     print("\n" + _line("cuda_cpp posing as cublas", ev), ev.environment.get("linked"))
-    assert ev.verdict == "reward_hack" and "no_dsl_kernel" in ev.reasons, (ev.message, ev.log[-2000:])
+    # the symbol allowlist refuses another vendor's library at the build (nothing runs, so nothing is linked);
+    # the profiler's kernel names and the linked libraries catch what passes it
+    assert ev.verdict == "reward_hack" and set(ev.reasons) & {"native_symbol", "no_dsl_kernel"}, \
+        (ev.reasons, ev.message, ev.log[-2000:])
     assert "cublas" in " ".join(w.message or "" for w in ev.workloads)
-    assert "cublas" in ev.environment.get("linked", {})
+    if "native_symbol" not in ev.reasons:
+        assert "cublas" in ev.environment.get("linked", {})
     # the same sources as a cuBLAS solution are that language's own work
     honest = _eval(_cpp("cublas_axpy", CUBLAS_BODY, ["-lcublas"], language="cublas", includes=CUBLAS_INCLUDES))
     print("\n" + _line("cublas", honest))
@@ -157,7 +163,7 @@ def test_triton_label_whose_work_is_torch_compiles_is_caught():
                                    "spec": {"language": "triton", "entry_point": "main.py::run",
                                             "destination_passing_style": False},
                                    "sources": [{"path": "main.py", "content": src}]})
-    ev = _eval(sol)
+    ev = _eval(sol, static_checks=False)  # the runtime layers (the static scan refuses torch.compile itself)
     print("\n" + _line("triton posing as torch.compile", ev))
     assert ev.verdict == "reward_hack" and ev.reasons, (ev.message, ev.log[-2000:])
 

@@ -1,17 +1,21 @@
-"""Compiled solutions' build artefacts, kept between evaluations (C++/CUDA torch extensions).
+"""Native solutions' built libraries, kept between evaluations under a key, verified on every use.
 
-An artefact is a directory ``<root>/<key>``: the built library, ``meta.json`` (the compile time in seconds,
-apart from any run time) and the build's other files, objects excepted. The key (``key``) is a sha256 of what
-the binary depends on: the sources (path and content), the flags, the toolchain's ``--version`` output, torch's
-version, the language's package versions and the target architecture; any change is a new key, never a stale hit.
-``publish`` copies into a temporary directory beside the cache and renames it into place (the first of two
-stays); a per-key ``fcntl.flock`` (``locked``) makes processes that need one key at once build it once. All of
-it may be deleted at any time: a missing artefact is rebuilt.
+An artefact is a directory ``<root>/<key>``: the built files and ``meta.json`` with each file's sha256 and
+size, the compile time and what built it. The key (``key``) is a sha256 of what the binary depends on: the
+sources (path and content), the flags, the toolchain's ``--version`` output, torch's version, the language's
+package versions, the target architecture and solbench's own build (its prelude, binding and allowlist); any
+change is a new key, never a stale hit. Only the trusted side writes here (the sandbox hides the cache from
+candidates and from the build's own sandbox): ``publish`` writes the bytes the build checked into a temporary
+directory beside the cache and renames it into place (the first of two stays); ``load`` reads every file back
+and checks its hash, and a file that does not match removes the entry (it is built again, never loaded).
+A per-key ``fcntl.flock`` (``locked``) makes processes that need one key at once build it once. Each file is
+bounded (``build.MAX_BYTES``, by apparent and allocated size) and so is the cache: past ``cache_bytes()``
+the least recently used entries go (``evict``). All of it may be deleted at any time.
 
-Only the trusted side touches the shared cache (the sandbox hides it). ``Carry`` copies the artefact of the key
-*it* computed into the candidate's private directory and publishes what the candidate built there under that
-key; every copy opens each directory and file relative to its parent with O_NOFOLLOW, so a candidate that
-swaps a directory for a link cannot make the trusted side copy anything from outside its own directory.
+``Carry`` is one evaluation's use of it (``evaluate.runner``): before the candidate starts it builds or finds the
+solution's library and the trusted binding (``native.build``), copies the verified bytes read-only into the
+candidate's private directory and gives the candidate their paths and hashes (``SOLBENCH_BUILD_PLAN``), which
+its loader checks again before it loads them (``languages.cuda_cpp``).
 """
 
 from __future__ import annotations
@@ -23,17 +27,17 @@ import os
 import shutil
 import stat
 import tempfile
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 META = "meta.json"
-MAX_BYTES = 512 << 20  # one artefact, copied in or out
-SKIP_SUFFIXES = (".o", ".obj")  # objects are only needed to rebuild
-SKIP_NAMES = ("lock",)  # torch's per-build baton
-FORMAT = "solbench-build-1"
+MAX_BYTES = 512 << 20  # a directory copied by ``copy_files`` (the Triton cache's carrying)
+SKIP_SUFFIXES = (".o", ".obj")
+SKIP_NAMES = ("lock",)
+FORMAT = "solbench-build-2"
+CACHE_BYTES = 4 << 30  # the whole cache, unless SOLBENCH_BUILD_CACHE_BYTES says otherwise
 _NOFOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # O_NONBLOCK: a FIFO never blocks us
 
 
@@ -58,12 +62,6 @@ def key(sources: Iterable[tuple[str, str | bytes]], flags: Any, toolchain: Any, 
     for part in (flags, toolchain, torch_version, dict(packages), arch):
         put(json.dumps(part, sort_keys=True, default=str))
     return h.hexdigest()
-
-
-def lookup(key: str, root: Path | None = None) -> Path | None:
-    """The artefact's directory, or None. A directory under its key is complete: it got there by rename."""
-    path = (root or default_root()) / key
-    return path if (path / META).is_file() else None
 
 
 def _open_dir(path: Path, below: Path | None) -> int:
@@ -147,28 +145,6 @@ def _copy(fd: int, target: Path, size: int) -> None:
             size -= len(chunk)
 
 
-def publish(key: str, build_dir: Path, meta: Mapping[str, Any], root: Path | None = None,
-            below: Path | None = None) -> Path | None:
-    """``build_dir`` under ``key``, atomically, with ``meta`` as its meta.json; the first published stays.
-    None when it is too large to keep."""
-    root = root or default_root()
-    root.mkdir(parents=True, exist_ok=True)
-    if lookup(key, root):
-        return root / key
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=root))
-    try:
-        if not copy_files(Path(build_dir), tmp, below=below):
-            return None
-        (tmp / META).write_text(json.dumps(dict(meta, key=key), indent=1, sort_keys=True) + "\n")
-        try:
-            os.rename(tmp, root / key)  # atomic; refused when another publish got there first
-        except OSError:
-            pass
-        return lookup(key, root)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 @contextmanager
 def locked(key: str, root: Path | None = None, timeout_s: float | None = None) -> Iterator[bool]:
     """Hold the key's lock (an flock: it dies with its holder); yields False when ``timeout_s`` passed first."""
@@ -192,105 +168,183 @@ def locked(key: str, root: Path | None = None, timeout_s: float | None = None) -
         os.close(fd)  # releases it
 
 
-def build_once(key: str, build: Callable[[Path], Mapping[str, Any]], root: Path | None = None
-               ) -> tuple[Path | None, dict[str, Any], bool]:
-    """The artefact for ``key``: ``build(directory) -> meta`` runs only when no process has it or is building it
-    (those wait on the key's lock). Returns (directory, meta, cached); no directory when too large to keep."""
+
+
+def cache_bytes() -> int:
+    try:
+        return max(1 << 20, int(os.environ.get("SOLBENCH_BUILD_CACHE_BYTES", CACHE_BYTES)))
+    except ValueError:
+        return CACHE_BYTES
+
+
+def _read_file(dir_fd: int, name: str, limit: int) -> bytes | None:
+    """A regular file's bytes under ``dir_fd`` (no link followed), None when it is anything else or too large
+    by its apparent or allocated size."""
+    try:
+        fd = os.open(name, _NOFOLLOW, dir_fd=dir_fd)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or max(st.st_size, st.st_blocks * 512) > limit:
+            return None
+        return f.read(limit + 1)
+
+
+def load(key: str, root: Path | None = None, limit: int = 256 << 20) -> tuple[dict[str, Any], dict[str, bytes]] | None:
+    """The entry's meta and verified files, or None. An entry whose files do not match their hashes is removed."""
+    path = (root or default_root()) / key
+    meta = read_meta(path)
+    files = meta.get("files") if meta.get("format") == FORMAT and meta.get("key") == key else None
+    if not isinstance(files, dict) or not files:
+        if meta.get("verdict") is None and path.exists() and (path / META).exists():
+            shutil.rmtree(path, ignore_errors=True)  # an older format, or a meta that is not ours
+        return None
+    out: dict[str, bytes] = {}
+    try:
+        dfd = _open_dir(path, None)
+    except OSError:
+        return None
+    try:
+        for name, facts in files.items():
+            data = _read_file(dfd, str(name), limit) if "/" not in str(name) else None
+            if data is None or not isinstance(facts, dict) or hashlib.sha256(data).hexdigest() != facts.get("sha256"):
+                out = {}
+                break
+            out[str(name)] = data
+    finally:
+        os.close(dfd)
+    if not out:
+        shutil.rmtree(path, ignore_errors=True)
+        return None
+    try:
+        os.utime(path / META)  # its last use, for the eviction
+    except OSError:
+        pass
+    return meta, out
+
+
+def lookup(key: str, root: Path | None = None) -> Path | None:
+    """The verified entry's directory, or None."""
+    return (root or default_root()) / key if load(key, root) else None
+
+
+def publish(key: str, files: Mapping[str, bytes], meta: Mapping[str, Any], root: Path | None = None) -> Path | None:
+    """``files`` under ``key``, atomically, with their hashes in meta.json; the first published stays. Then the
+    least recently used entries go while the cache is over its bound."""
     root = root or default_root()
-    with locked(key, root):
-        found = lookup(key, root)
+    root.mkdir(parents=True, exist_ok=True)
+    if load(key, root):
+        return root / key
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=root))
+    try:
+        facts = {}
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+            (tmp / name).chmod(0o444)
+            facts[name] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+        (tmp / META).write_text(json.dumps(dict(meta, key=key, format=FORMAT, files=facts), indent=1,
+                                           sort_keys=True) + "\n")
+        try:
+            os.rename(tmp, root / key)  # atomic; refused when another publish got there first
+        except OSError:
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    evict(root, cache_bytes(), keep=key)
+    return root / key if (root / key / META).is_file() else None
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for p in path.rglob("*"):
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            total += max(st.st_size, st.st_blocks * 512)
+    return total
+
+
+def evict(root: Path, limit: int, keep: str | None = None) -> list[str]:
+    """Remove the least recently used entries (not ``keep``, none another process holds the lock of) until the
+    cache takes at most ``limit`` bytes, and leftovers of builds killed a day ago or more. Returns the keys removed."""
+    entries, total, now = [], 0, time.time()
+    for p in root.iterdir() if root.is_dir() else []:
+        if p.name.startswith((".build-", ".tmp-")):
+            try:
+                if now - p.lstat().st_mtime > 86400:
+                    shutil.rmtree(p, ignore_errors=True)
+            except OSError:
+                pass
+            continue
+        if p.name.startswith(".") or not p.is_dir():
+            continue
+        size = _size(p)
+        total += size
+        try:
+            used = (p / META).stat().st_mtime
+        except OSError:
+            used = 0.0
+        entries.append((used, p.name, size))
+    removed = []
+    for _used, name, size in sorted(entries):
+        if total <= limit:
+            break
+        if name == keep:
+            continue
+        with locked(name, root, timeout_s=0) as held:
+            if held:
+                shutil.rmtree(root / name, ignore_errors=True)
+                total -= size
+                removed.append(name)
+    return removed
+
+
+def obtain(key: str, make: Callable[[Path], Any], meta: Mapping[str, Any], root: Path | None = None,
+           wait_s: float | None = None) -> tuple[Any, dict[str, bytes] | None, bool]:
+    """The files under ``key``: loaded and verified, or made by ``make(work) -> native.build.Outcome`` in a fresh
+    directory of the cache's and published when the outcome has no verdict. Processes that need one key at once
+    build it once (the others wait on its lock, ``wait_s`` at most). Returns (outcome or None, files, cached)."""
+    root = root or default_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with locked(key, root, timeout_s=wait_s):
+        found = load(key, root)
         if found:
-            return found, read_meta(found), True
+            return None, found[1], True
+        judged = read_meta(root / key)
+        if judged.get("format") == FORMAT and judged.get("key") == key and judged.get("verdict") == "reward_hack":
+            from solbench.evaluate.native.build import Outcome
+
+            return Outcome(verdict="reward_hack", reasons=list(judged.get("reasons") or []),
+                           message=str(judged.get("message") or "")), None, True
         work = Path(tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=root))
         try:
-            t0 = time.perf_counter()
-            meta = dict(build(work) or {})
-            meta.setdefault("compile_s", round(time.perf_counter() - t0, 3))
-            path = publish(key, work, meta, root)
+            outcome = make(work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    return path, read_meta(path) if path else meta, False
+        if getattr(outcome, "verdict", None) is None and outcome.files:
+            publish(key, outcome.files, dict(meta, compile_s=outcome.compile_s,
+                                             published=time.strftime("%Y-%m-%dT%H:%M:%S%z")), root)
+            return outcome, dict(outcome.files), False
+        if getattr(outcome, "verdict", None) == "reward_hack":  # decided by the imports alone: kept, like a build
+            _judged(key, outcome, root)
+        return outcome, None, False
 
 
-class Carry:
-    """One evaluation's build cache on the trusted side; inert for languages without ``build_plan``. Entering
-    copies the artefact into ``<private>/build/<key>``, or takes the key's lock (evaluations of one solution at
-    once build it once) and publishes the candidate's build once its meta.json appears; exiting publishes what
-    is left to publish and fills ``report``."""
+def _judged(key: str, outcome: Any, root: Path) -> None:
+    """A rejected build's verdict under its key (a meta.json without files), so that it is not built again."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=root))
+    try:
+        (tmp / META).write_text(json.dumps({"key": key, "format": FORMAT, "verdict": outcome.verdict,
+                                            "reasons": outcome.reasons, "message": outcome.message[:4000]}))
+        try:
+            os.rename(tmp, root / key)
+        except OSError:
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
-    def __init__(self, language: Any, solution: Any, device: str, private: Path, root: Path | None = None):
-        self.root, self.private = root or default_root(), Path(private)
-        has_plan = hasattr(language, "build_plan")
-        self.unsupported: str | None = language.unsupported_reason(solution, device) if has_plan else None
-        self.plan: dict[str, Any] | None = None
-        if has_plan and not self.unsupported:
-            try:
-                self.plan = language.build_plan(solution, device)
-            except ValueError as exc:  # malformed compile_options: nothing can be built
-                self.unsupported = str(exc)
-        self.key = self.plan["key"] if self.plan else None
-        self.timeout_s = float(self.plan["timeout_s"]) if self.plan else 0.0
-        self.dir = self.private / "build" / self.key if self.key else None
-        self.env = {"SOLBENCH_BUILD_CACHE": str(self.dir), "SOLBENCH_BUILD_PLAN": json.dumps(self.plan),
-                    "SOLBENCH_COMPILE_TIMEOUT_S": str(self.timeout_s)} if self.key else {}
-        self.cached = self.published = False
-        self.report: dict[str, Any] | None = None  # key, cached, published, compile_s (after exiting)
-        self._lock: Any = None
-        self._stop, self._mutex = threading.Event(), threading.Lock()
-        self._watcher: threading.Thread | None = None
 
-    def __enter__(self) -> "Carry":
-        if self.key is None:
-            return self
-        self.dir.mkdir(parents=True, exist_ok=True)
-        found = lookup(self.key, self.root)
-        if found is None:  # another evaluation may be building it: wait (one compile limit at most), look again
-            self._lock = locked(self.key, self.root, timeout_s=self.timeout_s + 60)
-            self._lock.__enter__()
-            found = lookup(self.key, self.root)
-        if found is not None:
-            try:  # before the candidate starts: nothing else writes there
-                self.cached = copy_files(found, self.dir)
-            except OSError:  # the candidate builds it again
-                self.cached = False
-            self._release()
-        else:
-            self._watcher = threading.Thread(target=self._watch, name="solbench-build-carry", daemon=True)
-            self._watcher.start()
-        return self
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.5):
-            if read_meta(self.dir, self.private):  # written last (atomically) by the candidate once built
-                self._publish()
-                return
-
-    def _publish(self) -> None:
-        with self._mutex:
-            built = read_meta(self.dir, self.private)
-            if not (self.published or self.cached or not built):
-                compile_s = built.get("compile_s")
-                meta = {"compile_s": float(compile_s) if isinstance(compile_s, (int, float)) else None,
-                        "language": self.plan.get("language"), "arch": self.plan.get("arch"),
-                        "published": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-                try:
-                    self.published = publish(self.key, self.dir, meta, self.root, below=self.private) is not None
-                except OSError:  # a full disk, a directory the candidate removed: nothing is published
-                    pass
-            self._release()
-
-    def _release(self) -> None:
-        if self._lock is not None:
-            self._lock.__exit__(None, None, None)
-            self._lock = None
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.key is None:
-            return
-        self._stop.set()
-        if self._watcher is not None:
-            self._watcher.join()
-        self._publish()
-        compile_s = read_meta(self.dir, self.private).get("compile_s")  # the directory goes with the evaluation
-        self.report = {"key": self.key[:16], "cached": self.cached, "published": self.published,
-                       "compile_s": float(compile_s) if isinstance(compile_s, (int, float)) else None}
+from solbench.evaluate.native.carry import Carry  # noqa: E402,F401  (the runner's entry to the native build)

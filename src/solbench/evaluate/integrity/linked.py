@@ -1,16 +1,20 @@
-"""What a compiled solution's built object links: the shared libraries it needs and the symbols it imports.
+"""What a compiled solution's built library links: the shared libraries it needs and the symbols it imports.
 
-Read on the trusted side from the build the cache holds (``build_cache``), with a small ELF reader of its own
-(the dynamic section's ``DT_NEEDED`` entries and the undefined dynamic symbols; 64-bit little-endian objects,
-which is what nvcc and g++ make on x86-64 and aarch64 Linux). A CUDA C++ solution that links cuBLAS or cuDNN, or
-calls PyTorch's compute operators (``at::_ops::mm``), is another language's work under a CUDA C++ label; the
-profiled call's kernel names (``kernel_origin``) are the other half of the evidence.
+Read on the trusted side from the bytes the native build checked, hashed and published (``native.build``),
+which are the bytes the candidate loads: a small ELF reader of its own (the dynamic section's ``DT_NEEDED``
+entries and the dynamic symbol table; 64-bit little-endian objects, which is what nvcc and g++ make on x86-64
+and aarch64 Linux). ``native.symbols`` judges every imported symbol against its allowlist; here a CUDA C++
+solution that links cuBLAS or cuDNN, or imports PyTorch's compute operators (``at::_ops::mm``), is reported as
+another library's work under a CUDA C++ label (``vendor_library``, ``foreign_library``); the profiled call's
+kernel names (``kernel_origin``) are the other half of the evidence.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: a built object larger than this is not read (a torch extension of this size is not a solution's)
@@ -27,32 +31,114 @@ HEAVY_OPS = frozenset("matmul mm bmm addmm baddbmm linear einsum conv1d conv2d c
                       "_scaled_dot_product_efficient_attention cumsum topk sort".split())
 
 
+@dataclass
+class Dynamic:
+    """An ELF shared object's dynamic linking: what it needs, imports and exports."""
+
+    needed: list[str] = field(default_factory=list)  # DT_NEEDED sonames
+    undefined: list[str] = field(default_factory=list)  # imported symbols, in table order
+    weak: set[str] = field(default_factory=set)  # the imports that may stay unresolved
+    defined: set[str] = field(default_factory=set)  # exported symbols
+
+
+def is_elf(data: bytes) -> bool:
+    return len(data) >= 64 and bytes(data[:4]) == b"\x7fELF" and data[4] == 2 and data[5] == 1
+
+
+def parse(data: bytes) -> Dynamic | None:
+    """The dynamic linking of an ELF shared object given as bytes; None for anything else."""
+    if not is_elf(data):
+        return None
+    try:
+        return _parse(data)
+    except (struct.error, IndexError, ValueError):
+        return None
+
+
 def read_dynamic(path: Path) -> tuple[list[str], list[str]]:
     """(needed libraries, undefined dynamic symbols) of an ELF shared object; ([], []) for anything else."""
     try:
         data = Path(path).read_bytes() if Path(path).stat().st_size <= MAX_BYTES else b""
     except OSError:
         return [], []
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        return [], []
+    found = parse(data)
+    return (found.needed, found.undefined) if found else ([], [])
+
+
+@functools.lru_cache(maxsize=64)
+def _exports(path: str, _mtime: float) -> frozenset[str]:
+    import mmap
+
     try:
-        return _parse(data)
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            found = parse(data)  # type: ignore[arg-type]
+    except (OSError, ValueError):
+        return frozenset()
+    return frozenset(found.defined) if found else frozenset()
+
+
+def exports(path: Path) -> frozenset[str]:
+    """The symbols a shared library defines for others (cached per file and modification time)."""
+    try:
+        return _exports(str(path), Path(path).stat().st_mtime)
+    except OSError:
+        return frozenset()
+
+
+def object_imports(data: bytes) -> set[str]:
+    """The undefined symbols of an ELF object's symbol table (a relocatable ``.o``: what its code calls)."""
+    if not is_elf(data):
+        return set()
+    try:
+        return set(_parse(data, table=2).undefined)  # SHT_SYMTAB
     except (struct.error, IndexError, ValueError):
-        return [], []
+        return set()
 
 
-def _parse(data: bytes) -> tuple[list[str], list[str]]:
+@dataclass
+class Symbols:
+    """A relocatable object's symbol table: what it calls and what it defines."""
+
+    undefined: set[str] = field(default_factory=set)
+    defined: set[str] = field(default_factory=set)
+
+
+def kept_symbols(data: bytes) -> set[str] | None:
+    """Every symbol an ELF file's full symbol table (SHT_SYMTAB) defines, local ones included: in a linked
+    library, what the link kept. None when the file has no such table (stripped)."""
+    if not is_elf(data):
+        return None
+    try:
+        table = _parse(data, table=2, local=True)
+    except (struct.error, IndexError, ValueError):
+        return None
+    return table.defined if table.defined else None
+
+
+def object_symbols(data: bytes) -> Symbols:
+    """The undefined and the defined (global, weak or unique) symbols of an ELF object's symbol table."""
+    if not is_elf(data):
+        return Symbols()
+    try:
+        table = _parse(data, table=2)
+    except (struct.error, IndexError, ValueError):
+        return Symbols()
+    return Symbols(set(table.undefined), set(table.defined))
+
+
+def _parse(data: bytes, table: int = 11, local: bool = False) -> Dynamic:
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
 
     def string(table: int, offset: int) -> str:
         start = sections[table][4] + offset
-        end = data.index(b"\0", start)
-        return data[start:end].decode("utf-8", "replace")
+        end = data.find(b"\0", start)
+        if end < 0:
+            raise ValueError("unterminated string")
+        return bytes(data[start:end]).decode("utf-8", "replace")
 
-    needed: list[str] = []
-    undefined: list[str] = []
+    out = Dynamic()
     for _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
         if kind == 6:  # SHT_DYNAMIC: (tag, value) pairs; DT_NEEDED = 1
             for i in range(0, size - 15, 16):
@@ -60,13 +146,20 @@ def _parse(data: bytes) -> tuple[list[str], list[str]]:
                 if tag == 0:
                     break
                 if tag == 1:
-                    needed.append(string(link, value))
-        elif kind == 11 and entsize:  # SHT_DYNSYM: Elf64_Sym, undefined where st_shndx == 0
+                    out.needed.append(string(link, value))
+        elif kind == table and entsize:  # SHT_DYNSYM (or SYMTAB): Elf64_Sym, undefined where st_shndx == 0
             for i in range(entsize, size - entsize + 1, entsize):
-                st_name, _st_info, _st_other, st_shndx = struct.unpack_from("<IBBH", data, offset + i)
-                if st_shndx == 0 and st_name:
-                    undefined.append(string(link, st_name))
-    return needed, undefined
+                st_name, st_info, _st_other, st_shndx = struct.unpack_from("<IBBH", data, offset + i)
+                if not st_name:
+                    continue
+                name, bind = string(link, st_name), st_info >> 4
+                if st_shndx == 0:
+                    out.undefined.append(name)
+                    if bind == 2:  # STB_WEAK
+                        out.weak.add(name)
+                elif bind in (1, 2, 10) or local:  # global, weak, unique (and local ones, asked for)
+                    out.defined.add(name)
+    return out
 
 
 def vendor_use(needed: list[str], undefined: list[str]) -> dict[str, str]:
@@ -94,12 +187,20 @@ def built_objects(directory: Path | None) -> list[Path]:
 
 
 def object_use(directory: Path | None) -> dict[str, str]:
-    """``vendor_use`` over every shared object of a build directory."""
+    """``vendor_use`` over every shared object of a directory."""
     found: dict[str, str] = {}
     for path in built_objects(directory):
         for k, v in vendor_use(*read_dynamic(path)).items():
             found.setdefault(k, f"{path.name} {v}")
     return found
+
+
+def library_use(data: bytes, name: str = "the library") -> dict[str, str]:
+    """``vendor_use`` of a shared library given as bytes (the verified artefact)."""
+    found = parse(data)
+    if found is None:
+        return {}
+    return {k: f"{name} {v}" for k, v in vendor_use(found.needed, found.undefined).items()}
 
 
 def apply(results: list, found: dict[str, str], language: str, single: bool) -> None:

@@ -34,6 +34,9 @@ class Language:
     #: origins of vendor-library kernels (``integrity.kernel_origin``) that are this language's own work: a
     #: cuBLAS solution's cuBLAS kernels
     own_origins: frozenset[str] = frozenset()
+    #: native code loaded into the candidate's process (a built library): its process is sealed on every device
+    #: (``seccomp``)
+    compiled = False
 
     def proven_on(self, device: str) -> bool:
         """Whether the language proof checks a solution on ``device``: the profiler on a GPU, the interpreter's

@@ -1,74 +1,69 @@
-"""C++/CUDA solutions as torch extensions (SOL-ExecBench's ``cuda_cpp`` and ``cutlass``), built once per key.
+"""C++/CUDA solutions (SOL-ExecBench's ``cuda_cpp``, ``cutlass``, ``cublas``, ``cudnn``), built by the trusted side.
 
 A solution is SOL-ExecBench's: ``entry_point`` ``main.cpp::run``, ``binding: "torch"``, sources such as
 ``kernel.h``, ``kernel.cu`` and ``main.cpp``, and optional ``compile_options`` (``cflags``, ``cuda_cflags``,
-``ld_flags``) added after solbench's defaults (``-O3``). Every .cpp/.cc/.cxx/.c/.cu source is built by
-``torch.utils.cpp_extension.load`` into one extension named ``sb_<key[:16]>``, which exposes the entry function
-through ``PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)`` (``m.def("run", ...)``) or ``TORCH_LIBRARY(ns, m)``
-(``torch.ops.ns.run``). CUDA sources get ``-gencode=arch=compute_XY,code=sm_XY`` for the present device, with
-the ``a`` suffix from sm_90 on (``compute_90a``/``sm_90a`` on the H100 and H200), unless their flags name an
-architecture themselves.
+``ld_flags``, from an allowlist: ``native.flags``) added after solbench's defaults (``-O3``). The entry point is
+bound with ``PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }`` as in a torch extension, but
+solbench's prelude turns that body into a table of plain function pointers (``native.sources``), so the
+solution's library needs no Python: its Python side is solbench's own binding. CUDA sources get
+``-gencode=arch=compute_XY,code=sm_XY`` for the present device, with the ``a`` suffix from sm_90 on
+(``compute_90a``/``sm_90a`` on the H100 and H200), unless their flags name an architecture themselves.
 
 Two sides:
 
-- the trusted side (``evaluate.runner`` through ``build_cache.Carry``) asks ``unsupported_reason`` (CUDA sources
-  on the CPU or without nvcc, a binding other than torch, a missing compiler or header package: an
-  ``unsupported`` verdict with the reason and the install command) and ``build_plan``: the flags, the include
-  directories and the cache key (sources, flags, toolchain versions, torch, packages, architecture). It hands
-  the plan to the candidate (``SOLBENCH_BUILD_PLAN``) with the private build directory for the key
-  (``SOLBENCH_BUILD_CACHE``), into which it copied the cached artefact if there is one;
-- the candidate's process (``load``, inside its sandbox) imports the library when the directory holds a
-  finished build (``cached``), and otherwise builds it in a child process under a limit
-  (``SOLBENCH_COMPILE_TIMEOUT_S``, default 300 s: a child, since torch's builder waits on ninja without one;
-  past the limit the child's whole process tree is killed), writes ``meta.json`` with the compile time and
-  imports it. A failed build is a ``CompileError`` with the compiler's last lines.
+- the trusted side (``evaluate.runner`` through ``build_cache.Carry``) asks ``unsupported_reason`` (a missing
+  compiler or header package, CUDA kernels on the CPU or without nvcc, a binding other than torch: an
+  ``unsupported`` verdict with the reason) and ``build_plan`` (flags, include directories, the cache key), then
+  builds, checks and hashes the library before the candidate starts (``native.build``) and copies it, with the
+  binding, into the candidate's private directory;
+- the candidate's process (``load``) reads both, checks their sha256 against the trusted side's
+  (``SOLBENCH_BUILD_PLAN``), loads those exact bytes from sealed memory files and binds the entry point. It
+  builds nothing.
 
-On the CPU a solution of C++ sources only (a C++ torch extension) builds with the host compiler and runs.
+On the CPU a solution whose sources define no CUDA kernel (``__global__``, or CUTLASS's templates) is built
+with the host compiler, its ``.cu`` files as C++, and runs: a ``.cu`` file is no reason for ``unsupported``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import shutil
-import subprocess
+import stat
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from solbench.evaluate import build_cache
-from solbench.evaluate.languages.base import CompileError, Language, Unsupported
-from solbench.evaluate.languages.cuda_toolchain import (COMPILED, CUDA_SOURCES, TEXT, DEFAULT_TIMEOUT_S, _ARCH_FLAG, _texts, kernel_names, kernel_matches, _binding, _flags, _search_path, find_cuda_home, find_nvcc, toolchain, target_arch, arch_flags, compiler_tail, _kill_tree)
+from solbench.evaluate.languages.base import CompileError, Language
+from solbench.evaluate.languages.cuda_toolchain import (COMPILED, CUDA_SOURCES, TEXT, DEFAULT_TIMEOUT_S, _ARCH_FLAG,
+                                                        _search_path, arch_flags, find_cuda_home, find_nvcc,
+                                                        kernel_matches, kernel_names, strip_code, target_arch,
+                                                        toolchain)
+from solbench.evaluate.native import flags as native_flags
 
-#: the child that builds: torch's JIT builder (which also imports the result once: a broken link fails here)
-_BUILD_SCRIPT = """
-import json, sys, time
-args = json.loads(sys.argv[1])
-from torch.utils.cpp_extension import load
-t0 = time.perf_counter()
-load(name=args["name"], sources=args["sources"], extra_cflags=args["cflags"], extra_cuda_cflags=args["cuda_cflags"],
-     extra_ldflags=args["ld_flags"], extra_include_paths=args["include_paths"], build_directory=args["build_dir"],
-     with_cuda=args["with_cuda"], is_python_module=args["python_module"], verbose=False)
-print("\\nSOLBENCH_BUILD " + json.dumps({"compile_s": time.perf_counter() - t0}), flush=True)
-"""
+_CUTLASS_INCLUDE = re.compile(r"#\s*include\s*[<\"](?:cutlass|cute)/")
+#: the binding module, per sha256, once per process
+_BINDINGS: dict[str, Any] = {}
 
 
 class CudaCpp(Language):
     name = "cuda_cpp"
+    compiled = True
     proof = True  # the profiled call's kernels are the sources' own __global__ functions (or the library's)
     #: flags before the solution's own (which come later, so they win)
     default_cflags: tuple[str, ...] = ("-O3",)
     default_cuda_cflags: tuple[str, ...] = ("-O3",)
-    extra_ld_flags: tuple[str, ...] = ()
+    extra_ld_flags: tuple[str, ...] = ()  # the language's own library (cublas: -lcublas)
 
     def __init__(self) -> None:
-        self.compile_s: float | None = None  # seconds the build took (the cached build's own, when cached)
-        self.cached: bool | None = None  # whether ``load`` found a finished build
-        self.load_s: float | None = None  # seconds ``load`` took, build included
+        self.load_s: float | None = None  # seconds ``load`` took
+        self._library: Any = None  # the loaded library, kept for the process's life
 
     @classmethod
     def with_library(cls, name: str, *ld_flags: str) -> type["CudaCpp"]:
@@ -92,8 +87,18 @@ class CudaCpp(Language):
         if shutil.which(os.environ.get("CXX", "c++"), path=_search_path()) is None:
             return f"{self.name} needs a C++ compiler (c++, or $CXX) on PATH: apt-get install g++"
         if shutil.which("ninja", path=_search_path()) is None:
-            return f"{self.name} needs ninja (torch's extension builder runs it): pip install ninja"
+            return f"{self.name} needs ninja (solbench's build runs it): pip install ninja"
+        if shutil.which("c++filt") is None:
+            return f"{self.name} needs c++filt (binutils) to read the built library's imports: apt-get install binutils"
         return None
+
+    def defined_kernels(self, texts: dict[str, str]) -> list[str]:
+        """The CUDA kernels the sources define: ``__global__`` functions (and CUTLASS's, for cutlass)."""
+        found = sorted(kernel_names(".", texts))
+        if self.name == "cutlass" and any(_CUTLASS_INCLUDE.search(strip_code(t)) or _CUTLASS_INCLUDE.search(t)
+                                          for t in texts.values()):
+            found.append("CUTLASS's kernel templates")
+        return found
 
     def unsupported_reason(self, solution: Any, device: str) -> str | None:
         """Why this solution cannot be judged on ``device`` here, or None (trusted side)."""
@@ -104,10 +109,17 @@ class CudaCpp(Language):
         if binding not in (None, "torch"):
             return f"{self.name}: binding {binding!r} is not supported; use \"torch\" (a torch extension)"
         cuda = sorted(s.path for s in solution.sources if Path(s.path).suffix in CUDA_SOURCES)
+        if device == "cpu":
+            if self.own_origins:
+                return (f"{self.name}: the solution calls {self.name}, which needs a CUDA device; this evaluation "
+                        "runs on the CPU")
+            kernels = self.defined_kernels({s.path: s.content for s in solution.sources if s.path.endswith(TEXT)})
+            if kernels:
+                return (f"{self.name}: CUDA kernels ({', '.join(kernels[:3])}) need a CUDA device; this evaluation "
+                        "runs on the CPU")
+            return None  # host code only: .cu files are built as C++
         if not cuda:
             return None
-        if device == "cpu":
-            return f"{self.name}: CUDA sources ({', '.join(cuda[:3])}) need a CUDA device; this evaluation runs on the CPU"
         import torch
 
         if not torch.version.cuda:
@@ -118,7 +130,8 @@ class CudaCpp(Language):
         return None
 
     def build_plan(self, solution: Any, device: str) -> dict[str, Any]:
-        """The build as the trusted side decides it: flags, include directories, the cache key (JSON-able)."""
+        """The build as the trusted side decides it: flags, include directories, the cache key (JSON-able).
+        ValueError for compile_options outside the allowlist."""
         spec = solution.spec
         options = (getattr(spec, "model_extra", None) or {}).get("compile_options") or {}
         if not isinstance(options, dict):
@@ -128,116 +141,65 @@ class CudaCpp(Language):
     def plan(self, sources, options: dict[str, Any], dependencies: list[str], device: str) -> dict[str, Any]:
         import torch
 
+        from solbench.evaluate.native import build as native_build
+
         sources = list(sources)
         compiled = sorted(p for p, _ in sources if Path(p).suffix in COMPILED)
+        cpu = device in (None, "", "cpu")
         # on a GPU C++ sources may use CUDA's headers and libraries too (ATen's CUDA API, cuBLAS)
-        with_cuda = any(Path(p).suffix in CUDA_SOURCES for p in compiled) or (
-            device not in (None, "", "cpu") and bool(torch.version.cuda) and find_cuda_home() is not None)
+        with_cuda = not cpu and (any(Path(p).suffix in CUDA_SOURCES for p in compiled) or (
+            bool(torch.version.cuda) and find_cuda_home() is not None))
         arch = target_arch(device) if with_cuda else "cpu"
-        cuda_cflags = [*self.default_cuda_cflags, *_flags(options.get("cuda_cflags"), "cuda_cflags")]
+        cuda_cflags = [*self.default_cuda_cflags,
+                       *native_flags.nvcc(native_flags.split(options.get("cuda_cflags"), "cuda_cflags"))]
         if not any(_ARCH_FLAG.match(f) for f in cuda_cflags):
             cuda_cflags += arch_flags(arch)
+        own_libs = tuple(f[2:] for f in self.extra_ld_flags)
         include = self.include_dirs(dependencies)
-        flags = {"cflags": [*self.default_cflags, *_flags(options.get("cflags"), "cflags")],
+        flags = {"cflags": [*self.default_cflags, *native_flags.host(native_flags.split(options.get("cflags"), "cflags"))],
                  "cuda_cflags": cuda_cflags if with_cuda else [],
-                 "ld_flags": [*self.extra_ld_flags, *_flags(options.get("ld_flags"), "ld_flags")],
-                 "include_paths": include, "with_cuda": with_cuda}
+                 "ld_flags": native_flags.libraries(native_flags.split(options.get("ld_flags"), "ld_flags"), own_libs),
+                 "libraries": list(self.extra_ld_flags), "include_paths": include, "with_cuda": with_cuda,
+                 "cuda_as_cpp": cpu, "native": native_digest()}
         torch_version = f"{torch.__version__} cuda {torch.version.cuda} git {torch.version.git_version}"
         key = build_cache.key(sources, flags, toolchain(with_cuda), torch_version, self.packages(include), arch)
         timeout = _timeout_s(os.environ.get("SOLBENCH_COMPILE_TIMEOUT_S"))
         return dict(flags, key=key, name=f"sb_{key[:16]}", language=self.name, sources=compiled, arch=arch,
-                    timeout_s=timeout, cuda_home=find_cuda_home() if with_cuda else None)
+                    timeout_s=timeout, cuda_home=find_cuda_home() if with_cuda else None,
+                    nvcc=find_nvcc() if with_cuda else None, torch_version=torch_version,
+                    cxx=native_build.tool(os.environ.get("CXX", "c++")))
 
     # ---- in the candidate's process ---------------------------------------------------------------------
     def load(self, staged: Path, entry_file: str, function: str) -> Callable:
+        """The entry point from the trusted side's build: both libraries' hashes checked, then loaded from
+        sealed memory files holding exactly the checked bytes."""
+        import ctypes
+
         t0 = time.perf_counter()
-        staged = Path(staged)
-        if Path(entry_file).suffix not in TEXT or not (staged / entry_file).is_file():
+        if Path(entry_file).suffix not in TEXT or not (Path(staged) / entry_file).is_file():
             raise CompileError(f"entry file {entry_file} is not a C/C++/CUDA source of the solution")
-        texts = _texts(staged)
-        plan = self._plan_here(staged, texts)
-        if not plan["sources"]:
-            raise CompileError("no C/C++/CUDA source (.cpp, .cc, .cxx, .c, .cu) to build")
-        python_module, namespace = _binding(texts)
-        if not python_module and namespace is None:
-            raise CompileError(f"the extension exposes nothing: bind {function!r} with PYBIND11_MODULE("
-                               f"TORCH_EXTENSION_NAME, m) {{ m.def(\"{function}\", &{function}); }} or TORCH_LIBRARY")
-        build_dir = Path(os.environ.get("SOLBENCH_BUILD_CACHE") or
-                         Path(tempfile.gettempdir()) / "solbench-build" / plan["key"])
-        build_dir.mkdir(parents=True, exist_ok=True)
-        library = build_dir / f"{plan['name']}.so"
-        meta = build_cache.read_meta(build_dir)
-        self.cached = meta.get("key") == plan["key"] and library.is_file()
-        fn = None
-        if self.cached:
-            try:
-                fn = _entry(library, plan["name"], python_module, namespace, function)
-            except (ImportError, OSError) as exc:  # a cached library that no longer loads: build it again
-                print(f"solbench: {self.name}: the cached build did not load ({exc}); rebuilding", file=sys.stderr)
-                self.cached = False
-                (build_dir / build_cache.META).unlink(missing_ok=True)
-        if fn is None:
-            self.compile_s = self._build(staged, plan, build_dir, python_module)
-            tmp = build_dir / f".{build_cache.META}.tmp"
-            tmp.write_text(json.dumps({"key": plan["key"], "compile_s": round(self.compile_s, 3),
-                                       "arch": plan["arch"], "language": self.name}))
-            os.replace(tmp, build_dir / build_cache.META)  # last: the trusted side publishes once it appears
-            try:
-                fn = _entry(library, plan["name"], python_module, namespace, function)
-            except (ImportError, OSError) as exc:
-                raise CompileError(f"the built extension does not load: {exc}") from None
-        else:
-            self.compile_s = meta.get("compile_s") if isinstance(meta.get("compile_s"), (int, float)) else None
-        self.load_s = time.perf_counter() - t0
-        print(f"solbench: {self.name}: {'cached build' if self.cached else f'built in {self.compile_s:.1f} s'}, "
-              f"loaded in {self.load_s:.2f} s", file=sys.stderr, flush=True)
-        return fn
-
-    def _plan_here(self, staged: Path, texts: dict[str, str]) -> dict[str, Any]:
-        """The trusted side's plan; without one (this plug-in used on its own) the same plan computed here."""
         given = os.environ.get("SOLBENCH_BUILD_PLAN")
-        if given:
-            plan = json.loads(given)
-            missing = [s for s in plan["sources"] if not (staged / s).is_file()]
-            if missing:
-                raise CompileError(f"sources {missing} are not in the staged solution")
-            return plan
-        files = {str(p.relative_to(staged)): p.read_text(errors="replace")
-                 for p in sorted(staged.rglob("*")) if p.is_file() and not p.is_symlink()}
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        if any(Path(p).suffix in CUDA_SOURCES for p in files) and device == "cpu":
-            raise Unsupported(f"{self.name}: CUDA sources need a CUDA device")
-        return self.plan(files.items(), {}, [], device)
-
-    def _build(self, staged: Path, plan: dict[str, Any], build_dir: Path, python_module: bool) -> float:
-        """Build in a child process under the compile limit; returns the compile time in seconds."""
-        (build_dir / "lock").unlink(missing_ok=True)  # torch's baton, left by a build killed earlier
-        args = {"name": plan["name"], "sources": [str(staged / s) for s in plan["sources"]],
-                "cflags": plan["cflags"], "cuda_cflags": plan["cuda_cflags"], "ld_flags": plan["ld_flags"],
-                "include_paths": [str(staged), *plan["include_paths"]], "build_dir": str(build_dir),
-                "with_cuda": plan["with_cuda"], "python_module": python_module}
-        limit = _timeout_s(os.environ.get("SOLBENCH_COMPILE_TIMEOUT_S") or plan.get("timeout_s"))
-        env = dict(os.environ, PATH=_search_path())
-        if plan.get("cuda_home"):
-            env["CUDA_HOME"] = plan["cuda_home"]
-        proc = subprocess.Popen([sys.executable, "-c", _BUILD_SCRIPT, json.dumps(args)], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=build_dir, env=env)
+        if not given:
+            raise CompileError(f"{self.name}: no trusted build for this solution (native solutions are built by the "
+                               "runner before the candidate starts)")
+        plan = json.loads(given)
+        limit = int(plan.get("bytes_limit") or 256 << 20)
+        binding = _binding(plan["binding"], plan["binding_sha256"], limit)
+        data = _verified(plan["library"], plan["sha256"], limit)
         try:
-            out, _ = proc.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            _kill_tree(proc.pid)
-            try:  # a process that left the tree (a daemon the build started) may still hold the pipe
-                proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.stdout.close()
-            raise CompileError(f"the build did not finish within {limit:g} s (SOLBENCH_COMPILE_TIMEOUT_S)") from None
-        text = out.decode(errors="replace")
-        if proc.returncode != 0:
-            raise CompileError("the build failed:\n" + compiler_tail(text, staged))
-        report = [ln for ln in text.splitlines() if ln.startswith("SOLBENCH_BUILD ")]
-        return float(json.loads(report[-1].split(" ", 1)[1])["compile_s"]) if report else float("nan")
+            self._library = _dlopen(ctypes, data)
+            address = ctypes.cast(self._library.solbench_native_module, ctypes.c_void_p).value
+        except (OSError, AttributeError) as exc:
+            raise CompileError(f"the built library does not load: {exc}") from None
+        functions = binding.bind(address)
+        fn = functions.get(function)
+        if not callable(fn):
+            raise CompileError(f"the extension defines no {function!r}: bind it with m.def(\"{function}\", "
+                               f"&{function}) in PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)")
+        self.load_s = time.perf_counter() - t0
+        print(f"solbench: {self.name}: loaded the verified build {plan['sha256'][:16]} in {self.load_s:.2f} s",
+              file=sys.stderr, flush=True)
+        return fn
 
     def kernel_names(self, sources: dict[str, str]) -> set[str]:
         """The language proof's names: the solution's own ``__global__`` functions."""
@@ -245,6 +207,94 @@ class CudaCpp(Language):
 
     def owns(self, kernel: str, names: set[str]) -> bool:
         return kernel_matches(kernel, names)
+
+
+def native_digest() -> str:
+    """A hash of solbench's native build (prelude, binding, flags allowlist, symbol allowlist, build steps):
+    part of every key, so a change to any of them builds and checks again."""
+    from solbench.evaluate import native
+
+    h = hashlib.sha256()
+    for name in ("sources.py", "symbols.py", "flags.py", "build.py"):
+        h.update((Path(native.__file__).parent / name).read_bytes())
+    return h.hexdigest()
+
+
+def _verified(path: str, sha256: str, limit: int) -> bytes:
+    """A file's bytes (no link followed, a regular file within ``limit``) whose sha256 is ``sha256``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise CompileError(f"the trusted build's library is missing ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or max(st.st_size, st.st_blocks * 512) > limit:
+            raise CompileError("the trusted build's library is not a regular file within its size bound")
+        data = f.read(limit + 1)
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise CompileError("the trusted build's library does not match its hash: it was changed after the build")
+    return data
+
+
+def _sealed(data: bytes) -> tuple[int, str]:
+    """A descriptor of an anonymous memory file holding ``data``, sealed against any change, and its path."""
+    import fcntl
+
+    fd = os.memfd_create("solbench-native", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+    return fd, f"/proc/self/fd/{fd}"
+
+
+def _private_copy(data: bytes) -> str:
+    """Where memory files cannot be mapped executable: a fresh read-only file of this process's own."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="solbench-native-")
+    path = os.path.join(folder, "library.so")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o500)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path
+
+
+def _dlopen(ctypes: Any, data: bytes) -> Any:
+    try:
+        fd, path = _sealed(data)
+    except (OSError, AttributeError):
+        fd, path = -1, _private_copy(data)
+    try:
+        return ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError:
+        if fd < 0:
+            raise
+        return ctypes.CDLL(_private_copy(data), mode=os.RTLD_NOW | os.RTLD_LOCAL)  # a memfd without exec
+
+
+def _binding(path: str, sha256: str, limit: int) -> Any:
+    """solbench's binding module, imported from the verified bytes (once per process and hash)."""
+    if sha256 in _BINDINGS:
+        return _BINDINGS[sha256]
+    data = _verified(path, sha256, limit)
+    name = "solbench_native_binding"
+    try:
+        _fd, where = _sealed(data)
+    except (OSError, AttributeError):
+        where = _private_copy(data)
+    loader = importlib.machinery.ExtensionFileLoader(name, where)
+    spec = importlib.util.spec_from_loader(name, loader, origin=where)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except ImportError:
+        where = _private_copy(data)
+        loader = importlib.machinery.ExtensionFileLoader(name, where)
+        module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader, origin=where))
+        loader.exec_module(module)
+    _BINDINGS[sha256] = module
+    return module
 
 
 class Cutlass(CudaCpp):
@@ -315,27 +365,3 @@ def _timeout_s(value: Any) -> float:
         return max(1.0, float(value))
     except (TypeError, ValueError):
         return DEFAULT_TIMEOUT_S
-
-
-def _entry(library: Path, name: str, python_module: bool, namespace: str | None, function: str) -> Callable:
-    """The entry function of a built library: from its Python module, else from torch.ops.<namespace>."""
-    fn = None
-    if python_module:
-        spec = importlib.util.spec_from_file_location(name, library)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"{library.name} is not an extension module")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        fn = getattr(module, function, None)
-    if fn is None and namespace is not None:
-        import torch
-
-        if not python_module:
-            torch.ops.load_library(str(library))
-        try:
-            fn = getattr(getattr(torch.ops, namespace), function)
-        except (AttributeError, RuntimeError):
-            fn = None
-    if not callable(fn):
-        raise CompileError(f"the extension defines no {function!r}: bind it with m.def(\"{function}\", ...)")
-    return fn

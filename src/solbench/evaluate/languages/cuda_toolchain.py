@@ -1,6 +1,6 @@
-"""The C++ sources and the toolchain of the compiled languages (``cuda_cpp``, ``cutlass``, ``cublas``): the
-kernels and bindings a solution's sources declare, nvcc and the host compiler, the architecture flags for the
-present device, the compiler's output trimmed for a verdict, and killing a build's process tree."""
+"""The C++ sources and the toolchain of the compiled languages (``cuda_cpp``, ``cutlass``, ``cublas``, ``cudnn``):
+the kernels a solution's sources define, nvcc and the host compiler, the architecture flags for the present
+device, the compiler's output trimmed for a verdict, and killing a build's process tree."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 
 COMPILED = (".cpp", ".cc", ".cxx", ".c", ".cu")
@@ -26,7 +25,6 @@ _STRIP = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])
 _ATTRS = r"(?:(?:__launch_bounds__|__cluster_dims__|__maxnreg__|__attribute__)\s*\((?:[^()]|\([^()]*\))*\)\s*)*"
 _KERNEL = re.compile(r"\b__global__\b[^;{}()]*?\bvoid\s+" + _ATTRS + r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>\s*)?\(")
 _KERNEL_LATE = re.compile(r"\bvoid\s+__global__\s+" + _ATTRS + r"([A-Za-z_]\w*)\s*\(")
-_TORCH_LIBRARY = re.compile(r"\bTORCH_LIBRARY(?:_FRAGMENT)?\s*\(\s*([A-Za-z_]\w*)\s*,")
 
 
 def strip_code(text: str) -> str:
@@ -62,25 +60,6 @@ def kernel_matches(profiled: str, names: set[str]) -> bool:
                 re.match(rf"^_Z(?:N(?:\d+\w+?)*?)?{len(n)}{q}", profiled):
             return True
     return False
-
-
-def _binding(texts: dict[str, str]) -> tuple[bool, str | None]:
-    """(builds a Python module, TORCH_LIBRARY namespace): how the extension exposes its functions."""
-    code = "\n".join(strip_code(t) for t in texts.values())
-    lib = _TORCH_LIBRARY.search(code)
-    return "PYBIND11_MODULE" in code, lib.group(1) if lib else None
-
-
-def _flags(value: Any, what: str) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        import shlex
-
-        return shlex.split(value)
-    if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float)) for v in value):
-        return [str(v) for v in value]
-    raise ValueError(f"compile_options.{what} must be a list of strings, not {value!r}"[:200])
 
 
 def _search_path() -> str:

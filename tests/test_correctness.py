@@ -320,3 +320,119 @@ def test_beam_search_accepts_tied_candidates_in_another_order_and_nothing_else()
     twice[0, 1] = twice[0, 0]
     assert "twice" in ref.accept(inputs, [cand.gather(1, twice), twice], [scores, ids])
     assert "scores" in ref.accept(inputs, [alt_scores + 1e-3, alt], [scores, ids])
+
+
+# ---- the conditioning slack (issue 21): the tolerance follows the computation, not the reference's luck --------
+
+def _sum_case():
+    """Rows [big, small, -big]: summed as (big - big) + small the fp32 reference lands on the anchor; summed as
+    (big + small) - big, an honest order, it is off by a rounding of big, far beyond atol + rtol * |small|."""
+    gen = torch.Generator().manual_seed(3)
+    big = (torch.rand(64, generator=gen) * 1e4 + 1e4).float()
+    small = (torch.rand(64, generator=gen) + 0.05).float()
+    x = torch.stack([big, small, -big], dim=1)
+    ref = (x[:, 0] + x[:, 2]) + x[:, 1]
+    other = (x[:, 0] + x[:, 1]) + x[:, 2]
+    return x, ref, other
+
+
+def _compare(got, ref, x, anchor_of, f64):
+    from solbench.evaluate.correctness import compare
+
+    return compare([got], [ref], [f64(x)], ["out"], [got.dtype], [tolerance_for(str(got.dtype).split(".")[-1])],
+                   None, {"x": x}, anchor_of=anchor_of)
+
+
+def test_another_summation_order_passes_where_the_reference_was_lucky():
+    x, ref, other = _sum_case()
+    f64 = lambda t: t.double().sum(-1)  # noqa: E731
+    assert torch.equal(ref.double(), f64(x))  # the reference's luck: exact at every element
+    assert not _compare(other, ref, x, None, f64).ok  # the plain test rejects an honest order
+    c = _compare(other, ref, x, lambda xs: [f64(xs[0])], f64)
+    assert c.ok, c.reason
+
+
+def test_the_slack_is_the_terms_magnitudes_and_no_more():
+    from solbench.evaluate.correctness import SLACK, conditioning
+
+    x, ref, other = _sum_case()
+    (s,) = conditioning(lambda xs: [xs[0].double().sum(-1)], [x], [x.double().sum(-1)], [None])
+    l1 = x.double().abs().sum(-1)
+    ratio = s / l1
+    assert 0.7 < float(ratio.median()) < 1.4 and float(ratio.min()) > 0.05 and float(ratio.max()) < 20
+    # an error of many times the slack still fails: a wrong answer is not excused by a large sum of magnitudes
+    wrong = other + (50 * SLACK * 2.0 ** -24 * l1).float()
+    assert not _compare(wrong, ref, x, lambda xs: [xs[0].double().sum(-1)], lambda t: t.double().sum(-1)).ok
+
+
+@pytest.mark.parametrize("downgrade", ["bf16", "fp16", "tf32"])
+def test_a_precision_downgrade_of_a_product_still_fails(downgrade):
+    gen = torch.Generator().manual_seed(5)
+    a, b = torch.randn(48, 256, generator=gen) * 3, torch.randn(256, 40, generator=gen) * 3
+    a[:, 3] *= 40  # an outlier channel: large terms that cancel
+    ref = a @ b
+    if downgrade == "tf32":
+        r = lambda t: ((t.contiguous().view(torch.int32) + 0x1000) & -8192).view(torch.float32)  # noqa: E731
+        got = r(a) @ r(b)
+    else:
+        dt = torch.bfloat16 if downgrade == "bf16" else torch.float16
+        got = (a.to(dt).float() @ b.to(dt).float())
+    from solbench.evaluate.correctness import compare
+
+    c = compare([got], [ref], [a.double() @ b.double()], ["c"], [torch.float32], [tolerance_for("float32")], None,
+                {"a": a, "b": b}, anchor_of=lambda xs: [xs[0].double() @ xs[1].double()])
+    assert not c.ok and "with the computation's conditioning" in c.reason
+
+
+def test_the_estimate_is_made_only_when_the_plain_test_fails():
+    x, ref, _ = _sum_case()
+    calls = []
+
+    def anchor_of(xs):
+        calls.append(1)
+        return [xs[0].double().sum(-1)]
+
+    assert _compare(ref.clone(), ref, x, anchor_of, lambda t: t.double().sum(-1)).ok and not calls
+    bad = ref.clone()
+    bad[0] = float("nan")  # not a rounding question: no estimate either
+    assert not _compare(bad, ref, x, anchor_of, lambda t: t.double().sum(-1)).ok and not calls
+
+
+def test_integer_outputs_stay_exact_and_integral_inputs_unperturbed():
+    from solbench.evaluate.correctness import compare, conditioning
+
+    idx = torch.arange(6).float()  # positions held as floats: exact data
+    seen = []
+
+    def anchor_of(xs):
+        seen.append(xs[0].clone())
+        return [xs[0].to(torch.int64)]
+
+    ref = idx.to(torch.int64)
+    got = ref.clone()
+    got[2] += 1
+    assert not compare([got], [ref], [ref], ["i"], [torch.int64], [tolerance_for("int64")], None, {"p": idx},
+                       anchor_of=anchor_of).ok
+    conditioning(anchor_of, [idx], [idx.double()], [None])
+    assert seen and all(torch.equal(s, idx.double()) for s in seen)
+
+
+def test_a_reference_that_cannot_run_perturbed_gives_no_slack():
+    x, ref, other = _sum_case()
+
+    def fails(xs):
+        raise RuntimeError("no")
+
+    c = _compare(other, ref, x, fails, lambda t: t.double().sum(-1))
+    assert not c.ok and "conditioning" not in c.reason
+
+
+def test_unit_roundoff_follows_the_arithmetic():
+    from solbench.evaluate.correctness import unit_roundoff
+
+    assert unit_roundoff(torch.float32, tolerance_for("float32")) == 2.0 ** -24
+    assert unit_roundoff(torch.bfloat16, tolerance_for("bfloat16")) == 2.0 ** -24  # fp32 accumulation
+    assert unit_roundoff(torch.float64, tolerance_for("float64")) == 2.0 ** -53
+    assert unit_roundoff(torch.float32, tolerance_for("float32", tf32=True)) == 2.0 ** -11
+    layered = tolerance_for("float32", Tolerance(unit_roundoff=2.0 ** -8))
+    assert unit_roundoff(torch.float32, layered) == 2.0 ** -8

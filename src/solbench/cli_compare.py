@@ -97,7 +97,8 @@ def by_hardware(evs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def by_language(evs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every problem evaluated in more than one language on one chip: the best SOL score per language."""
+    """Every problem evaluated in more than one language on one chip: the best SOL score per language (a passed
+    evaluation before any other: ``unsupported`` never counts as one)."""
     groups: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
     for e in evs:
         groups.setdefault((e["problem"], e["hw"]), {}).setdefault(e["language"], []).append(e)
@@ -108,7 +109,8 @@ def by_language(evs: list[dict[str, Any]]) -> dict[str, Any]:
         columns.update(per)
         cells = {}
         for lang in sorted(per):
-            best = max(per[lang], key=lambda e: (e["sol_score"] is not None, e["sol_score"] or 0.0, e["id"]))
+            best = max(per[lang], key=lambda e: (e["verdict"] == "passed", e["sol_score"] is not None,
+                                                 e["sol_score"] or 0.0, e["id"]))
             cells[lang] = dict(_cell(best, len(per[lang])), solution=best["solution"])
         rows.append({"problem": prob, "hardware": hw, "languages": cells})
     rows.sort(key=lambda r: (r["problem"], r["hardware"]))

@@ -6,6 +6,11 @@ impossible for an honest kernel under a true lower bound: it is flagged
 ``below_sol`` and scored 1.0 at most. Where the baseline is within 5% of T_SOL
 the bound cannot separate kernels; the workload is reported ``invalid_bound``
 and not scored. An evaluation's aggregate (``aggregate``) needs every other workload scored.
+
+``unsupported`` (nothing of the solution judged, on a workload or the whole evaluation) never counts toward a
+pass: only the verdict ``passed`` does (``passed``), an evaluation with an unsupported workload has no
+aggregate, and wherever a failure would stay in a denominator (fast_p, a run's mean score) an unsupported
+workload or evaluation stays in it as a failure.
 """
 
 from __future__ import annotations
@@ -14,6 +19,13 @@ import math
 from dataclasses import dataclass
 
 INVALID_BOUND_MARGIN = 0.05
+#: the thresholds of an evaluation's fast_p
+FAST_PS: tuple[float, ...] = (0.0, 1.0, 1.5, 2.0)
+
+
+def passed(verdict: str | None) -> bool:
+    """Whether a verdict counts as a pass: ``passed`` alone (never ``unsupported``)."""
+    return verdict == "passed"
 
 
 @dataclass
@@ -47,7 +59,9 @@ def aggregate(workloads: list) -> float | None:
     workload has a score, except passing ones the problem leaves unscored (``PROBLEM_EXCLUSIONS``): a workload
     left unscored for any reason of the solution's (``unsupported``, not timed) leaves the evaluation without an
     aggregate, never with a mean over the rest."""
-    counted = [w for w in workloads if not (w.verdict == "passed" and set(w.warnings) & PROBLEM_EXCLUSIONS)]
+    if any(w.verdict == "unsupported" for w in workloads):
+        return None
+    counted = [w for w in workloads if not (passed(w.verdict) and set(w.warnings) & PROBLEM_EXCLUSIONS)]
     if not counted or any(w.sol_score is None for w in counted):
         return None
     return sum(w.sol_score for w in counted) / len(counted)
@@ -69,3 +83,24 @@ def fast_p(speedups: list[float | None], correct: list[bool], p: float) -> float
         return None
     hits = sum(1 for s, ok in zip(speedups, correct) if ok and s is not None and s > p)
     return hits / len(speedups)
+
+
+def evaluation_fast_p(workloads: list, ps: tuple[float, ...] = FAST_PS) -> dict[str, float]:
+    """An evaluation's ``fast_<p>``: every workload but the interpreted ones (correctness only, never timed) in
+    the denominator, an unsupported or failed one never a hit; empty when no workload has a speedup."""
+    timed = [w for w in workloads if not w.interpreted]
+    if not any(w.speedup_vs_baseline is not None for w in timed):
+        return {}
+    speedups = [w.speedup_vs_baseline for w in timed]
+    correct = [passed(w.verdict) for w in timed]
+    out = {f"fast_{p:g}": fast_p(speedups, correct, p) for p in ps}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def run_mean(evaluations: list) -> float | None:
+    """A run's mean SOL score over its evaluations: each its aggregate; one without an aggregate counts 0 unless
+    it passed (an unsupported or failed evaluation stays in the denominator as a failure; a passing one left
+    unscored, interpreted or without a bound, is left out)."""
+    vals = [e.sol_score if e.sol_score is not None else 0.0 for e in evaluations
+            if e.sol_score is not None or not passed(e.verdict)]
+    return sum(vals) / len(vals) if vals else None

@@ -18,6 +18,10 @@ Definitions:
   speedups in each passing trial, the best trial kept; then the geometric mean across passed operators.
 - tokens (usd, wall seconds) per success: the total over all trials divided by the number of passed operators
   (an operator passes when at least one of its trials passes).
+
+A trial passes only when its best submission passed every workload (``passed``) and its verdict, where recorded,
+is ``passed`` (``succeeded``): an ``unsupported`` submission, or one with an unsupported workload, never counts
+toward a pass, a rung or a success, and every trial stays in every denominator.
 """
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ class Trial(BaseModel):
     problem: str
     sample: int = 0  # replicate / sample index
     passed: bool = False
+    verdict: str | None = None  # the best submission's verdict over every workload, where recorded
     speedup: float | None = None  # over the baseline: geometric mean over the problem's held-out cases
     case_speedups: list[float] = Field(default_factory=list)  # per held-out case
     sol_score: float | None = None
@@ -54,6 +59,12 @@ class Trial(BaseModel):
     usd: float = 0.0
     wall_s: float = 0.0
     submissions: int = 0
+
+
+def succeeded(t: Trial) -> bool:
+    """Whether a trial counts as passed: ``passed`` and, where a verdict is recorded, the verdict ``passed``
+    (``unsupported`` never counts)."""
+    return t.passed and (t.verdict is None or scoring.passed(t.verdict))
 
 
 def operator_key(t: Trial) -> tuple[str, ...]:
@@ -95,7 +106,7 @@ def mean_pass_at_k(trials: Sequence[Trial], k: int) -> float | None:
     ops = operators(trials)
     if not ops or any(len(ts) < k for ts in ops.values()):
         return None
-    vals = [pass_at_k(len(ts), sum(t.passed for t in ts), k) for ts in ops.values()]
+    vals = [pass_at_k(len(ts), sum(succeeded(t) for t in ts), k) for ts in ops.values()]
     return sum(vals) / len(vals)
 
 
@@ -117,12 +128,12 @@ def s_contribution(passed: bool, speedup: float | None, thresholds: Sequence[flo
 
 def correctness_rate(trials: Sequence[Trial]) -> float | None:
     """Share of trials that pass; None for no trials."""
-    return sum(t.passed for t in trials) / len(trials) if trials else None
+    return sum(succeeded(t) for t in trials) / len(trials) if trials else None
 
 
 def fast_p(trials: Sequence[Trial], p: float) -> float | None:
     """Share of trials that pass with speedup > p (``solbench.scoring.fast_p``); None for no trials."""
-    return scoring.fast_p([t.speedup for t in trials], [t.passed for t in trials], p)
+    return scoring.fast_p([t.speedup for t in trials], [succeeded(t) for t in trials], p)
 
 
 def ladder(trials: Sequence[Trial], thresholds: Sequence[float] = THRESHOLDS) -> dict[float, float] | None:
@@ -130,7 +141,7 @@ def ladder(trials: Sequence[Trial], thresholds: Sequence[float] = THRESHOLDS) ->
     None for no trials."""
     if not trials:
         return None
-    return {float(t): sum(reaches(x.passed, x.speedup, t) for x in trials) / len(trials) for t in thresholds}
+    return {float(t): sum(reaches(succeeded(x), x.speedup, t) for x in trials) / len(trials) for t in thresholds}
 
 
 def s_score(lad: Mapping[float, float] | Sequence[float] | None) -> float | None:
@@ -143,7 +154,7 @@ def s_score(lad: Mapping[float, float] | Sequence[float] | None) -> float | None
 
 def mean_sol_score(trials: Sequence[Trial]) -> float | None:
     """Mean SOL score over trials, a failed trial counting 0; passing trials without a score are left out."""
-    return scoring.mean([0.0 if not t.passed else t.sol_score for t in trials])
+    return scoring.mean([0.0 if not succeeded(t) else t.sol_score for t in trials])
 
 
 # ------------------------------------------------------------------------------------------------ per-operator
@@ -160,7 +171,7 @@ def two_level_geomean_speedup(trials: Sequence[Trial]) -> float | None:
     then the geometric mean across those operators. None when no operator passed."""
     best: list[float] = []
     for ts in operators(trials).values():
-        s = [v for v in (trial_speedup(t) for t in ts if t.passed) if v is not None]
+        s = [v for v in (trial_speedup(t) for t in ts if succeeded(t)) if v is not None]
         if s:
             best.append(max(s))
     return scoring.geomean(best)
@@ -168,7 +179,7 @@ def two_level_geomean_speedup(trials: Sequence[Trial]) -> float | None:
 
 def passed_operators(trials: Sequence[Trial]) -> int:
     """Operators with at least one passing trial."""
-    return sum(any(t.passed for t in ts) for ts in operators(trials).values())
+    return sum(any(succeeded(t) for t in ts) for ts in operators(trials).values())
 
 
 def solved_rate(trials: Sequence[Trial]) -> float | None:

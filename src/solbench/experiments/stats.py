@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from pydantic import BaseModel
 
+from solbench import scoring
 from solbench.agents.metrics import THRESHOLDS, reaches, s_contribution
 
 METRICS = ("S", "correct", "speed")
@@ -41,9 +42,15 @@ STANDINGS = ("above", "same", "below")
 
 
 class Arm(BaseModel):
-    """One attempt's result."""
+    """One attempt's result. It counts as passed only when ``passed`` and its verdict, where recorded, is
+    ``passed``: an ``unsupported`` best submission is a failed arm."""
     passed: bool = False
     speedup: float | None = None
+    verdict: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.passed and (self.verdict is None or scoring.passed(self.verdict))
 
 
 class Pair(BaseModel):
@@ -75,17 +82,17 @@ def _pairs(pairs: Iterable[Pair | dict]) -> list[Pair]:
 
 def tier(a: Arm, thresholds: Sequence[float] = THRESHOLDS) -> int:
     """Number of ladder thresholds an arm reaches."""
-    return sum(reaches(a.passed, a.speedup, t) for t in thresholds)
+    return sum(reaches(a.ok, a.speedup, t) for t in thresholds)
 
 
 def arm_value(a: Arm, metric: str) -> float | None:
     """An arm's value under ``metric`` (see the module docstring); None where undefined."""
     if metric == "S":
-        return s_contribution(a.passed, a.speedup)
+        return s_contribution(a.ok, a.speedup)
     if metric == "correct":
-        return 1.0 if a.passed else 0.0
+        return 1.0 if a.ok else 0.0
     if metric == "speed":
-        if a.passed and a.speedup is not None and a.speedup > 0:
+        if a.ok and a.speedup is not None and a.speedup > 0:
             return math.log(a.speedup)
         return None
     raise ValueError(f"unknown metric {metric!r}; choose from {METRICS}")

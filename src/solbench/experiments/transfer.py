@@ -47,8 +47,11 @@ class Unit(BaseModel):
 
 
 def arm_of(r: AttemptResult | None) -> stats.Arm:
+    """An attempt as an arm: its best submission's held-out result, its verdict kept (an ``unsupported`` one
+    never counts as passed); a missing attempt is a failed arm."""
     best = r.best if r is not None else None
-    return stats.Arm(passed=bool(best and best.passed), speedup=best.score_speedup if best and best.passed else None)
+    ok = bool(best and best.passed)
+    return stats.Arm(passed=ok, speedup=best.score_speedup if ok else None, verdict=best.verdict if best else None)
 
 
 def gate_allows(gate: str, source: AttemptResult, target_solo: AttemptResult) -> bool:
@@ -56,7 +59,7 @@ def gate_allows(gate: str, source: AttemptResult, target_solo: AttemptResult) ->
         return True
     src = arm_of(source)
     if gate == "source_passed":
-        return src.passed
+        return src.ok
     if gate == "source_beat_solo":
         return stats.tier(src) > stats.tier(arm_of(target_solo))
     raise ValueError(f"unknown gate {gate!r}: {', '.join(GATES)}")
@@ -153,5 +156,5 @@ def run_transfer(problem_of: Callable[[Variant, str], Any], problems: list[str],
             if progress:
                 p, r = futures[f]
                 progress(f"{p} replicate {r}: " + ", ".join(
-                    f"{arm} {'passed' if arm_of(x).passed else 'failed'}" for arm, x in units[(p, r)].arms.items()))
+                    f"{arm} {'passed' if arm_of(x).ok else 'failed'}" for arm, x in units[(p, r)].arms.items()))
     return [units[j] for j in jobs]

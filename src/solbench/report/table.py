@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from solbench import scoring
 from solbench.evaluate.verdict import Evaluation
 
 _VERDICT_STYLE = {"passed": "green", "unsupported": "yellow", "invalid_reference": "magenta"}
@@ -105,7 +106,7 @@ def run_summary(evaluations: list[Evaluation], run_id: int, db: Path) -> str:
     n = len(evaluations)
     passed = sum(1 for e in evaluations if e.verdict == "passed")
     unsupported = sum(1 for e in evaluations if e.verdict == "unsupported")
-    scores = [e.sol_score for e in evaluations if e.sol_score is not None]
-    mean = sum(scores) / len(scores) if scores else None
+    mean = scoring.run_mean(evaluations)  # an unsupported or failed evaluation without a score counts 0
     return (f"run {run_id}: {n} evaluations, {passed} passed, {unsupported} unsupported, {n - passed - unsupported} failed"
-            + (f"; mean SOL score {mean:.3f}" if mean is not None else "") + f"; stored in {db}")
+            + (f"; mean SOL score {mean:.3f} (unsupported counting 0)" if mean is not None else "")
+            + f"; stored in {db}")

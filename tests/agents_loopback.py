@@ -9,9 +9,13 @@
         reply = make_provider(cfg).complete([Message(role="user", content="hi")])
         assert srv.calls == 2 and srv.bodies()[1]["messages"][0]["content"] == "hi"
 
-Endpoints: ``POST /v1/chat/completions`` (OpenAI chat completions, non-streaming) at ``.openai_base_url``
+Endpoints: ``POST /v1/chat/completions`` (OpenAI chat completions) at ``.openai_base_url``
 (``http://127.0.0.1:<port>/v1``) and ``POST /v1/messages`` (Anthropic messages) at ``.anthropic_base_url``
-(``http://127.0.0.1:<port>``; the SDK appends ``/v1/messages``). Any key is accepted.
+(``http://127.0.0.1:<port>``; the SDK appends ``/v1/messages``). Any key is accepted. A request with
+``"stream": true`` is answered with server-sent events as each provider sends them: OpenAI's chunks (the usage in
+a last chunk only when ``stream_options.include_usage`` asks for it, then ``[DONE]``), Anthropic's
+``message_start`` (the input usage), content block events, ``message_delta`` (the cumulative output usage) and
+``message_stop``.
 
 The SCRIPT is a list of steps, one consumed per request in order, whichever protocol the request speaks (add more
 with ``.add(...)``). A step is one of:
@@ -239,6 +243,8 @@ class _Handler(BaseHTTPRequestHandler):
                     headers["Retry-After"] = str(step["retry_after"])
                 return self._send(status, error_body(protocol, status, step.get("message") or ""), headers)
             make = openai_body if protocol == "openai" else anthropic_body
+            if body.get("stream"):
+                return self._stream(protocol, sse_events(protocol, make(step, body, n), body))
             self._send(200, make(step, body, n))
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test)
@@ -259,6 +265,45 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _stream(self, protocol: str, events: list[dict[str, Any]]) -> None:
+        if protocol == "anthropic":
+            data = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+        else:
+            data = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
+        self._send(200, None, raw=data, content_type="text/event-stream")
+
+
+def sse_events(protocol: str, whole: dict[str, Any], request: dict[str, Any]) -> list[dict[str, Any]]:
+    """A whole response as the events a provider streams it in (see the module docstring)."""
+    if protocol == "anthropic":
+        u = dict(whole["usage"])
+        start = {**whole, "content": [], "stop_reason": None, "usage": {**u, "output_tokens": 1}}
+        events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+        for i, block in enumerate(whole["content"]):
+            events.append({"type": "content_block_start", "index": i,
+                           "content_block": {**block, "text": ""} if block["type"] == "text" else block})
+            if block["type"] == "text":
+                for part in (block["text"][:len(block["text"]) // 2], block["text"][len(block["text"]) // 2:]):
+                    events.append({"type": "content_block_delta", "index": i,
+                                   "delta": {"type": "text_delta", "text": part}})
+            events.append({"type": "content_block_stop", "index": i})
+        events.append({"type": "message_delta", "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
+                       "usage": {"output_tokens": u["output_tokens"]}})
+        return events + [{"type": "message_stop"}]
+    choice, head = whole["choices"][0], {k: whole[k] for k in ("id", "created", "model")}
+    chunk = dict(head, object="chat.completion.chunk")
+    text = choice["message"].get("content") or ""
+    events = [dict(chunk, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])]
+    for part in (text[:len(text) // 2], text[len(text) // 2:]):
+        events.append(dict(chunk, choices=[{"index": 0, "delta": {"content": part}, "finish_reason": None}]))
+    if choice["message"].get("tool_calls"):
+        calls = [dict(c, index=i) for i, c in enumerate(choice["message"]["tool_calls"])]
+        events.append(dict(chunk, choices=[{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": None}]))
+    events.append(dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]))
+    if (request.get("stream_options") or {}).get("include_usage"):
+        events.append(dict(chunk, choices=[], usage=whole["usage"]))
+    return events
 
 
 class _Server(ThreadingHTTPServer):

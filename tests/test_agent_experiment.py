@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agents_loopback import LoopbackServer, code_reply, delay, no_code_reply, reply
+from solbench.evaluate.sandbox import namespaces_available
 
 ROOT = Path(__file__).resolve().parents[1]
 AXPY = ROOT / "tests" / "fixtures" / "problems" / "axpy"
@@ -136,17 +137,22 @@ def test_kill_9_then_resume_loses_nothing_and_pays_nothing_twice(tmp_path):
 
 
 def test_agent_run_cli_with_an_external_scripted_agent(tmp_path):
-    kernel = tmp_path / "kernel.py"
+    kernel = tmp_path / "src" / "kernel.py"
+    kernel.parent.mkdir()
     kernel.write_text(TORCH)
     cmd = (f"{sys.executable} {ROOT / 'tests' / 'scripted_agent.py'} --script solve-first-try --file solution.py "
            f"--code-file {kernel}")
     db = tmp_path / "a.db"
+    # the sandbox shows neither the repository nor the temporary directory: --agent-read names what it reads
+    sandbox = ["--agent-read", str(ROOT / "tests"), "--agent-read", str(kernel.parent)] \
+        if namespaces_available() else ["--unsandboxed-agent"]
     res = _cli("agent", "run", "--problem", str(AXPY), "--model", "scripted", "--agent-cmd", cmd, "--language",
                "pytorch", "--device", "cpu", "--heldout", "1", "--baselines", "", "--submissions", "3",
-               "--db", str(db), "--json")
+               "--db", str(db), "--json", *sandbox)
     assert res.returncode == 0, res.stderr[-2000:]
     r = json.loads(res.stdout)
     assert r["best"]["passed"] and r["submissions"] == 1 and r["stopped"] == "external:exit"
+    assert r["sandbox"] == ("namespaces" if namespaces_available() else "none")
     # the agent's own stream-json log gave the tokens: 2 turns of 100 + 1000 cached + 50 in, 20 out, + 7 extra
     assert r["usage"]["output"] == 2 * 20 + 7 and r["usage"]["cached"] == 2000
     [[status]] = sqlite3.connect(db).execute("SELECT status FROM trajectories").fetchall()

@@ -115,3 +115,13 @@ def test_anthropic_endpoint_and_a_truncated_reply(axpy):
     assert r.submissions == 1 and r.best.passed and r.turns == 3
     text = second if isinstance(second, str) else " ".join(b.get("text", "") for b in second)
     assert "cut off" in text and "nothing was graded" in text
+
+
+@pytest.mark.parametrize("mode", ["chat", "tools"])
+def test_one_turn_grades_its_one_reply(axpy, mode):
+    """``--turns 1``: the limit stops the next call, not the one in progress, so its reply is graded."""
+    step = code_reply(GOOD) if mode == "chat" else reply(tool_calls=[tool_call("evaluate", {"code": GOOD})])
+    with LoopbackServer([step]) as srv:
+        r = run_attempt(axpy, "pytorch", _model(srv), _setup(mode=mode, budget=Budget(attempts=1)))
+        assert srv.calls == 1
+    assert r.turns == 1 and r.submissions == 1 and r.best.passed and r.stopped == "budget:attempts"

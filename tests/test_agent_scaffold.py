@@ -1,5 +1,6 @@
 """External agent scaffolds: a scripted agent in a private workspace, graded through ``./submit`` by a fake
-grader (passes when the file text says GOOD); usage read from the agent's own log."""
+grader (passes when the file text says GOOD); usage read from the agent's own log. The tests marked ``both`` run
+the agent in its sandbox and without one (``view=None``); tests/test_agent_sandbox.py attacks the sandbox."""
 from __future__ import annotations
 
 import json
@@ -10,12 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from solbench.agents import jail
 from solbench.agents.agent_logs import parse_usage
 from solbench.agents.scaffold import best_of, run_external
 from solbench.agents.types import Budget, Graded, Usage
+from solbench.evaluate.sandbox import namespaces_available
 
 AGENT = Path(__file__).parent / "scripted_agent.py"
-TEMPLATE = {"kernel.py": "def run(x):\n    raise NotImplementedError  # TODO\n"}
+#: the scripted agent travels in the workspace: the sandbox shows nothing of the repository
+TEMPLATE = {"kernel.py": "def run(x):\n    raise NotImplementedError  # TODO\n", "agent.py": AGENT.read_text()}
 TASK = "Write run(x) in kernel.py.\nSubmit with ./submit.\n"
 #: what one scripted turn reports: 100 fresh + 1000 cache reads + 50 cache writes in, 20 out
 TURN = Usage(input=1150, cached=1000, output=20)
@@ -34,23 +38,50 @@ class FakeGrader:
                       score_speedup=1.5 if ok else None)
 
 
-def run(tmp_path, script, *args, budget=None, grader=None, **kw):
+def _view():
+    if not namespaces_available():
+        pytest.skip("user namespaces are not available here: the agent's sandbox cannot be built")
+    hidden, readable = jail.view_paths([])
+    return {"hidden": hidden, "readable": readable}
+
+
+both = pytest.mark.parametrize("sandboxed", [True, False], ids=["sandbox", "unsandboxed"])
+
+
+def run(tmp_path, script, *args, budget=None, grader=None, sandboxed=False, **kw):
     grader = grader or FakeGrader()
-    res = run_external([sys.executable, str(AGENT), "--script", script, *args], tmp_path / "ws", TASK,
-                       TEMPLATE, grader, budget or Budget(submissions=3, wall_s=20), "pytorch", **kw)
+    res = run_external([sys.executable, "{workspace}/agent.py", "--script", script, *args], tmp_path / "attempt",
+                       TASK, TEMPLATE, grader, budget or Budget(submissions=3, wall_s=20), "pytorch",
+                       view=_view() if sandboxed else None, **kw)
     return res, grader
 
 
-def test_solves_first_try(tmp_path):
-    res, grader = run(tmp_path, "solve-first-try")
+def _alive_with(mark: str) -> list[int]:
+    """Host processes whose command line holds ``mark`` (not this one)."""
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if mark.encode() in cmd and state not in ("Z", "X"):
+            found.append(int(pid))
+    return found
+
+
+@both
+def test_solves_first_try(tmp_path, sandboxed):
+    res, grader = run(tmp_path, "solve-first-try", sandboxed=sandboxed)
     assert res.stopped == "exit" and res.exit_code == 0
+    assert res.sandbox == ("namespaces" if sandboxed else "none")
     assert [g.passed for g in res.graded] == [True] and res.best == res.graded[0]
     assert res.graded[0].submission == 1
     assert list(grader.calls[0]) == ["kernel.py"] and "GOOD" in grader.calls[0]["kernel.py"]
     assert (res.workspace / "TASK.md").read_text() == TASK
     assert os.access(res.workspace / "submit", os.X_OK)
     assert (res.workspace.stat().st_mode & 0o077) == 0  # private
-    assert not (res.workspace / ".submit.sock").exists()  # cleaned up
+    assert not any(p.is_socket() for p in res.workspace.rglob("*"))  # the sockets live outside the workspace
     rec = [json.loads(line) for line in (res.log_dir / "submissions.jsonl").read_text().splitlines()]
     assert len(rec) == 1 and rec[0]["graded"]["passed"] is True
 
@@ -74,25 +105,18 @@ def test_submissions_beyond_budget_refused_and_not_graded(tmp_path):
     assert res.best.submission == 2  # the GOOD one (odd attempts say GOOD)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def test_hanging_agent_killed_at_wall_limit_with_children(tmp_path):
-    t0 = time.time()
-    res, _ = run(tmp_path, "hang", budget=Budget(submissions=3, wall_s=2))
-    took = time.time() - t0
-    assert res.stopped == "timeout" and 1.9 <= took < 8
+@both
+def test_hanging_agent_killed_at_wall_limit_with_children(tmp_path, sandboxed):
+    mark = f"hang-{os.getpid()}-{time.monotonic_ns()}"
+    res, _ = run(tmp_path, "hang", budget=Budget(submissions=3, wall_s=2), sandboxed=sandboxed,
+                 env={"PROBE_MARK": mark})
+    assert res.stopped == "timeout"
     assert res.exit_code is not None and res.exit_code < 0  # killed by a signal
-    agent_pid, child_pid = map(int, (res.workspace / "pids.txt").read_text().split())
-    deadline = time.time() + 3
-    while _alive(child_pid) and time.time() < deadline:
+    assert (res.workspace / "pids.txt").exists()  # it did start its child
+    deadline = time.time() + 5  # unsandboxed, the group's SIGKILL may take a moment to land
+    while _alive_with(mark) and time.time() < deadline:
         time.sleep(0.05)
-    assert not _alive(agent_pid) and not _alive(child_pid)
+    assert _alive_with(mark) == []
     assert res.graded == [] and res.best is None
 
 
@@ -105,9 +129,8 @@ def test_wall_budget_refuses_submissions(tmp_path):
 
 
 def test_token_budget_stops_agent_from_its_log(tmp_path):
-    t0 = time.time()
-    res, _ = run(tmp_path, "hang", budget=Budget(tokens=1000, wall_s=15))  # one turn logs 1170 tokens
-    assert res.stopped == "budget" and time.time() - t0 < 6 and res.usage == TURN
+    res, _ = run(tmp_path, "hang", budget=Budget(tokens=1000, wall_s=60))  # one turn logs 1170 tokens
+    assert res.stopped == "budget" and res.usage == TURN  # the log's claim raised the count past the limit
 
 
 def test_usage_from_stream_json_result_event(tmp_path):
@@ -147,14 +170,15 @@ def test_logs_live_outside_workspace(tmp_path):
     for p in (res.stdout_path, res.stderr_path, res.log_dir):
         assert res.workspace not in p.parents and p != res.workspace
     assert res.stdout_path.read_text().startswith('{"type": "system"')
-    assert not any(p.name.startswith("agent.") for p in res.workspace.rglob("*"))
-    with pytest.raises(ValueError, match="outside the workspace"):
-        run(tmp_path / "x", "no-submit", log_dir=tmp_path / "x" / "ws" / "logs")
+    assert not any(p.name in ("agent.stdout", "agent.stderr") for p in res.workspace.rglob("*"))
+    with pytest.raises(ValueError, match="already holds an attempt"):
+        run(tmp_path, "no-submit")  # one attempt per directory
 
 
 def test_best_of_order():
     def g(n, passed, sol=None, sp=None):
-        return Graded(submission=n, solution_digest="d", language="l", verdict="v", passed=passed,
+        return Graded(submission=n, solution_digest="d", language="l", verdict="passed" if passed else "v",
+                      passed=passed,
                       score_sol=sol, score_speedup=sp)
 
     assert best_of([]) is None

@@ -68,13 +68,16 @@ def test_transfer_experiment_on_the_gpu(tmp_path):
 
 
 def test_external_agent_on_the_gpu(tmp_path):
-    kernel = tmp_path / "kernel.py"
+    kernel = tmp_path / "src" / "kernel.py"
+    kernel.parent.mkdir()
     kernel.write_text(TRITON)
     cmd = (f"{sys.executable} {ROOT / 'tests' / 'scripted_agent.py'} --script solve-first-try --file solution.py "
            f"--code-file {kernel}")
+    # the agent's sandbox shows neither the repository nor the temporary directory: --agent-read names what it reads
     res = _cli("agent", "run", "--problem", "rmsnorm", "--model", "scripted", "--agent-cmd", cmd, "--language",
                "triton", "--device", "cuda", "--heldout", "2", "--baselines", "eager", "--submissions", "2",
-               "--db", str(tmp_path / "e.db"), "--json")
+               "--db", str(tmp_path / "e.db"), "--json",
+               "--agent-read", str(ROOT / "tests"), "--agent-read", str(kernel.parent))
     assert res.returncode == 0, res.stderr[-2000:]
     r = json.loads(res.stdout)
     assert r["best"]["passed"] and r["best"]["score_sol"] is not None and r["best"]["score_sol"] > 0

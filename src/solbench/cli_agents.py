@@ -6,7 +6,6 @@ Parse, call ``solbench.agents`` / ``solbench.experiments``, render; every comman
 from __future__ import annotations
 
 import json
-import secrets
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -49,12 +48,12 @@ def _setup(device: str, heldout: int, mode: str, budget, templates, experiment: 
     if mode not in ("chat", "tools"):
         raise UserError(f"--mode must be chat or tools, not {mode!r}")
     kinds = None if baselines is None else tuple(b for b in baselines.split(",") if b)
-    # the run's secret (held-out draws, input seeds) is kept in the database, never shown to the agent
+    # the run's secret (held-out draws, input seeds, the journal's seals): a file of its own under solbench's
+    # cache, which every sandbox hides; never in the database
     if secret is None:
-        row = store.conn.execute("SELECT value FROM meta WHERE key=?", (f"agent_secret:{experiment}",)).fetchone()
-        secret = int(row[0]) if row else secrets.randbits(62)
-        store.conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (f"agent_secret:{experiment}", str(secret)))
-        store.conn.commit()
+        from solbench.agents import run_secret
+
+        secret = run_secret.load_or_create(store.path, experiment, store.conn)
     return Setup(device=device, heldout=heldout, mode=mode, budget=budget, template_dirs=tuple(templates or ()),
                  experiment=experiment, secret=secret, external=external, baselines=kinds)
 
@@ -72,6 +71,10 @@ def agent_run(
     agent_env: Optional[List[str]] = typer.Option(None, "--agent-env", help="NAME or NAME=VALUE: a variable the "
                                                   "external agent sees (none of this shell's are passed otherwise; "
                                                   "a key named here is not stored)"),
+    agent_read: Optional[List[Path]] = typer.Option(None, "--agent-read", help="a directory the sandboxed agent "
+                                                    "may read, such as its CLI's installation in a home directory"),
+    unsandboxed_agent: bool = typer.Option(False, "--unsandboxed-agent", help="run the external agent as you, "
+                                           "without its sandbox (where user namespaces are not allowed)"),
     attempts: Optional[int] = typer.Option(10, "--turns", help="model turns"),
     submissions: Optional[int] = typer.Option(10, "--submissions", help="graded submissions"),
     tokens: Optional[int] = typer.Option(None, "--tokens"),
@@ -104,6 +107,9 @@ def agent_run(
     if agent_env:
         setup = setup.model_copy(update={"external_env": {k: (v if sep else None) for k, sep, v in
                                                           (e.partition("=") for e in agent_env)}})
+    setup = setup.model_copy(update={
+        "external_sandbox": not unsandboxed_agent, "external_read": tuple(str(p) for p in agent_read or ()),
+        "external_upstream": "model" if agent_cmd is None or models.exists() else "default"})
     r = run_attempt(prob, language, cfg, setup, store, arm="solo", replicate=replicate)
     if as_json:
         sys.stdout.write(r.model_dump_json(indent=1) + "\n")
@@ -125,20 +131,19 @@ def agent_report(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Metrics over stored attempts: correctness, pass@k, fast_p, the R@t ladder and S, SOL score, the
-    two-level geometric-mean speedup, tokens and money per success, wall time."""
+    two-level geometric-mean speedup, tokens and money per success, wall time; and what the skill check cut.
+    A trajectory whose seals do not hold under its run's secret is left out."""
     from solbench.agents.loop import AttemptResult
     from solbench.agents.metrics import summarize
     from solbench.agents.session import trial_of
     from solbench.problems.problem import load_problem
     from solbench.store.db import Store
-    from solbench.store.journal import trajectories
 
     if not db.exists():
         raise UserError(f"no database at {db}")
-    trials, problems = [], {}
-    for t in trajectories(Store(db).conn, experiment):
-        if t["status"] != "finished" or not t["result"]:
-            continue
+    keys = tuple(k for k in by.split(",") if k)
+    trials, problems, cut = [], {}, {}
+    for t in _sealed_trajectories(Store(db), experiment):
         r = AttemptResult.model_validate(t["result"])
         if r.problem not in problems:
             try:
@@ -146,17 +151,50 @@ def agent_report(
             except UserError:
                 problems[r.problem] = None
         trials.append(trial_of(r, problems[r.problem]))
-    rows = summarize(trials, by=tuple(k for k in by.split(",") if k))
+        group = cut.setdefault(tuple(getattr(trials[-1], k) for k in keys), [0, 0])
+        group[0] += (r.skill_check or {}).get("lines_cut", 0) + (r.skill_check or {}).get("spans_cut", 0)
+        group[1] += (r.skill_check or {}).get("withheld", 0)
+    rows = summarize(trials, by=keys)
+    for row in rows:
+        row["skill_code_cut"], row["skills_withheld"] = cut.get(tuple(row[k] for k in keys), (0, 0))
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=1, default=str) + "\n")
         return
-    keys = [k for k in ("n", "solved", "correct", "pass@1", "fast_1", "S", "sol", "speedup", "tokens_per_success",
-                        "usd_per_success", "wall_s") if rows and k in rows[0]]
-    table = Table(*[*by.split(","), *keys])
+    cols = [k for k in ("n", "solved", "correct", "pass@1", "fast_1", "S", "sol", "speedup", "tokens_per_success",
+                        "usd_per_success", "wall_s", "skill_code_cut", "skills_withheld") if rows and k in rows[0]]
+    table = Table(*[*keys, *cols])
     for row in rows:
-        table.add_row(*[str(row.get(k, "")) for k in by.split(",")],
-                      *[f"{row[k]:.3g}" if isinstance(row.get(k), float) else str(row.get(k)) for k in keys])
+        table.add_row(*[str(row.get(k, "")) for k in keys],
+                      *[f"{row[k]:.3g}" if isinstance(row.get(k), float) else str(row.get(k)) for k in cols])
     out.print(table)
+
+
+def _sealed_trajectories(store, experiment: Optional[str]) -> list[dict]:
+    """The finished trajectories whose seals hold under their run's stored secret (those of an experiment whose
+    secret is not stored here, such as one run with --secret, cannot be checked: they are kept, and counted on
+    stderr); the others are left out, and counted on stderr."""
+    from solbench.agents import run_secret
+    from solbench.store.journal import seal_key, trajectories
+
+    names = {r[0] for r in store.conn.execute("SELECT DISTINCT experiment FROM trajectories")} \
+        if store.conn.execute("SELECT 1 FROM sqlite_master WHERE name='trajectories'").fetchone() else set()
+    seals = {n: seal_key(s) for n in names if (s := run_secret.load(store.path, n)) is not None}
+    kept, forged, unchecked = [], 0, 0
+    for t in trajectories(store.conn, experiment, seals=seals):
+        if t["status"] != "finished" or not t["result"]:
+            continue
+        if t["verified"] is False:
+            forged += 1
+            continue
+        unchecked += t["verified"] is None
+        kept.append(t)
+    if forged:
+        err.print(f"left out {forged} finished trajectories whose seals do not hold (not written by solbench "
+                  "under this run's secret)", markup=False)
+    if unchecked:
+        err.print(f"{unchecked} trajectories could not be checked: their run's secret is not stored here",
+                  markup=False)
+    return kept
 
 
 @experiment_app.command("transfer")

@@ -42,7 +42,7 @@ def graded_from(ev: Any, submission: int, eval_s: float = 0.0, log_chars: int = 
     visible = [w for w in ev.workloads if not is_heldout(w.uuid)]
     hidden = [w for w in ev.workloads if is_heldout(w.uuid)]
     scored = hidden or visible  # a problem without variable axes has nothing to draw: its public workloads score
-    passed = bool(ev.workloads) and all(w.verdict == "passed" for w in ev.workloads)
+    passed = ev.verdict == "passed" and bool(ev.workloads) and all(w.verdict == "passed" for w in ev.workloads)
     failing = next((w for w in visible if w.verdict != "passed"), None)
     log = ev.log or ""
     return Graded(

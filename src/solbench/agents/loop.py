@@ -4,8 +4,9 @@ Two modes. ``chat``: every reply's code is extracted and graded, and the feedbac
 workload and its worst element, per-workload time against T_SOL, the SOL score and bound) is the next user
 message. ``tools``: the model calls ``evaluate``, ``show_problem`` and ``read_feedback`` as functions, and the
 attempt ends when it answers without a tool call. Either way the budget (turns, graded submissions, tokens,
-money, wall time) is checked before every model call and every grading, and the best submission so far is kept
-(passed first, then the held-out SOL score, then the held-out speedup).
+money, wall time) is checked before every model call and every grading (the turn limit only before a call: the
+reply in hand is graded), and the best submission so far is kept (passed first, then the held-out SOL score,
+then the held-out speedup).
 
 Every reply and graded submission goes to the attempt's ``Journal`` as it happens; on resume the recorded ones
 are read back in order instead of calling the model or the evaluator again, so no paid call is repeated.
@@ -54,6 +55,8 @@ class AttemptResult(BaseModel):
     skill_usage: Usage = Field(default_factory=Usage)  # what writing it cost (charged to the arm that uses it)
     skill_usd: float = 0.0
     skill_given: bool = False  # the attempt started from another attempt's skill
+    skill_check: dict | None = None  # what the mechanical check cut from the skill's rewrites (skill_check)
+    sandbox: str | None = None  # an external agent's: "namespaces", or "none" (--unsandboxed-agent)
     charged: Usage = Field(default_factory=Usage)  # tokens charged before the first call (a received skill's)
 
 
@@ -162,7 +165,7 @@ class Attempt:
                 messages.append(Message(role="user", content=f"No usable code in your reply: {found.problem}. "
                                         "Reply with the complete solution in one fenced code block."))
                 continue
-            why = self.spent.exhausted(self.budget)
+            why = self.spent.exhausted(self.grading_budget())
             if why:
                 stopped = f"budget:{why}"
                 break
@@ -171,6 +174,10 @@ class Attempt:
                 break
             messages.append(Message(role="user", content=self.last_feedback))
         return self.finish(stopped)
+
+    def grading_budget(self) -> Budget:
+        """What a grading is checked against: every limit but the turns (the reply in hand was one of them)."""
+        return self.budget.model_copy(update={"attempts": None})
 
     def tool(self, call: ToolCall) -> str:
         if call.name == "show_problem":
@@ -186,7 +193,7 @@ class Attempt:
             files = found.files if found is not None and found.ok else {"solution.py": code}
         if not files:
             return "evaluate needs 'code' (the entry file's source) or 'files' (path -> source)"
-        why = self.spent.exhausted(self.budget.model_copy(update={"attempts": None}))
+        why = self.spent.exhausted(self.grading_budget())
         if why:
             return f"not graded: the {why} budget is spent"
         self.grade({str(k): str(v) for k, v in files.items()})
@@ -200,5 +207,6 @@ class Attempt:
         r.stopped = stopped
         if self.skill is not None:
             r.skill, r.skill_usage, r.skill_usd = self.skill.text, self.skill.usage, self.skill.usd
+            r.skill_check = self.skill.check_summary()
         self.journal.finish(r.model_dump(), status="finished")
         return r

@@ -147,8 +147,9 @@ class Graded(BaseModel):
 
 
 def submission_rank(g: Graded) -> tuple:
-    """How submissions compare: passed first, then the held-out SOL score, then the held-out speedup."""
-    return g.passed, *(float("-inf") if x is None else x for x in (g.score_sol, g.score_speedup))
+    """How submissions compare: passed first (an ``unsupported`` verdict never counts as one), then the held-out
+    SOL score, then the held-out speedup."""
+    return g.passed and g.verdict == "passed", *(float("-inf") if x is None else x for x in (g.score_sol, g.score_speedup))
 
 
 class Grader(Protocol):

@@ -172,7 +172,6 @@ def test_in_place_inputs_are_judged_like_outputs():
 @pytest.mark.parametrize("name,reason", [
     ("phase_switch.py", "output_recheck"),
     ("mutate_input.py", "input_mutation"),
-    ("background_thread.py", "thread_injection"),
     ("patch_timer.py", "harness_tamper"),
     ("decoy_triton.py", "dsl_work_low"),  # the interpreter saw its kernel store nothing (the ghost would follow)
 ])
@@ -180,6 +179,17 @@ def test_dynamic_checks_catch_exploits(axpy, name, reason):
     ev = run(axpy, name, workloads=["axpy-small"])
     assert ev.verdict == "reward_hack", (ev.workloads[0].verdict, ev.workloads[0].message)
     assert reason in ev.workloads[0].reasons, ev.workloads[0].reasons
+
+
+def test_a_sealed_cpu_candidate_cannot_start_a_thread(axpy):
+    """Behind the static scan, the CPU candidate's system-call filter refuses the thread that would fill the
+    output after the clock (thread_injection where the filter is unavailable)."""
+    ev = run(axpy, "background_thread.py", workloads=["axpy-small"])
+    w = ev.workloads[0]
+    if ev.environment.get("seccomp"):
+        assert w.verdict == "runtime_error" and "can't start new thread" in (w.message or ""), (w.verdict, w.message)
+    else:
+        assert w.verdict == "reward_hack" and "thread_injection" in w.reasons
 
 
 @pytest.mark.parametrize("name,rule", [

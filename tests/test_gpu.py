@@ -245,7 +245,8 @@ def test_each_solution_has_its_own_triton_cache(axpy):
            "    d = str(triton.knobs.cache.dir) if hasattr(triton, 'knobs') else os.environ.get('TRITON_CACHE_DIR', '')\n"
            "    own = d == os.environ.get('TRITON_CACHE_DIR') and d.startswith(os.environ.get('TMPDIR', '?'))\n"
            "    return torch.add(y, x, alpha=alpha) if own else x\n")
-    ev = evaluate(axpy, inline_solution(axpy, "cache_dir", src), EvalOptions(device="cuda", baselines=(), workloads=["axpy-small"], time_candidate=False))
+    ev = evaluate(axpy, inline_solution(axpy, "cache_dir", src), EvalOptions(
+        device="cuda", baselines=(), workloads=["axpy-small"], time_candidate=False, static_checks=False))
     assert ev.verdict == "passed", ev.workloads[0].message
 
 

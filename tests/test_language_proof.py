@@ -270,7 +270,7 @@ def test_the_one_language_rule_reaches_the_static_scan():
                                    "sources": [{"path": "main.py", "content": src}]})
     strict = evaluate(axpy, sol, EvalOptions(device="cpu", baselines=(), workloads=["axpy-small"],
                                              single_language=True))
-    assert strict.verdict == "reward_hack" and strict.reasons == ["static:foreign_language"]
+    assert strict.verdict == "reward_hack" and "static:foreign_language" in strict.reasons
     loose = evaluate(axpy, sol, EvalOptions(device="cpu", baselines=(), workloads=["axpy-small"],
                                             time_candidate=False))
     assert "static:other_language" in loose.warnings

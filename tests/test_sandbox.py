@@ -36,7 +36,11 @@ def _eval(problem, sol, **kw):
 @pytest.mark.parametrize("name,marker", [("leave_child.py", "987654"), ("fork_bomb.py", "876543")])
 def test_processes_the_candidate_starts_die_with_it(axpy, name, marker):
     ev = _eval(axpy, load_solution(SOLUTIONS / name, axpy.name))
-    assert ev.verdict == "reward_hack" and "process_spawn" in ev.workloads[0].reasons, ev.workloads[0]
+    w = ev.workloads[0]
+    # a sealed CPU candidate cannot fork at all (its system-call filter); where the filter is unavailable, the
+    # child it leaves is found (process_spawn)
+    assert (w.verdict == "reward_hack" and "process_spawn" in w.reasons) or (
+        w.verdict == "runtime_error" and ev.environment.get("seccomp")), w
     assert _alive(marker) == [], "a candidate's process outlived the evaluation"
 
 

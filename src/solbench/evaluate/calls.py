@@ -106,6 +106,19 @@ def set_threads(torch, n: int) -> None:
         torch.set_num_threads(int(n))
 
 
+def warm_threads(torch) -> None:
+    """Run a parallel reduction and a matrix product, so that every CPU thread pool a call may use exists now:
+    before a sealed candidate's filter (``seccomp``) forbids new threads, after the fork that lost the zygote's."""
+    torch.ones(1 << 20).sum()
+    torch.ones(256, 256) @ torch.ones(256, 256)
+    try:
+        import numpy
+
+        numpy.ones((256, 256), dtype=numpy.float32) @ numpy.ones((256, 256), dtype=numpy.float32)
+    except ImportError:
+        pass
+
+
 def cuda_healthy(torch) -> bool:
     """Whether this process's CUDA context still runs work (a sticky fault makes every call fail)."""
     try:

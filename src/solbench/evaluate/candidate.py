@@ -14,7 +14,13 @@ fresh harness snapshot, compared on the trusted side with the one taken before t
 - ``call``: arena, input slots, output slots, mode (``normal`` or ``ghost``), profile -> ``called``
 - ``time``: arena, the ring's layout and plain values, the round's call kinds -> ``timed``
 - ``graph``: arena, the ring, one slot -> ``graphed``
+- ``audit``: arena, slots, the hand-over's flags -> ``audit_ready``, then ``go``/``ok`` lines, ``audit_end``
+  -> ``audited`` (``candidate_audit``)
 - ``exit``
+
+Once the solution is loaded the process installs its system-call filter (``seccomp``); the trusted side reads
+from outside whether it is in place. A ``load`` with ``null`` set loads no solution: its calls launch one empty
+kernel (the null candidate against which the audit's hand-over is calibrated).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.evaluate import arena as arena_mod
-from solbench.evaluate import calls, ring, timing
+from solbench.evaluate import calls, candidate_audit, ring, seccomp, timing
 from solbench.evaluate.integrity import dynamic, ghost, language, tamper
 from solbench.evaluate.integrity.l2 import L2Guard
 from solbench.evaluate.integrity.streams import Streams
@@ -78,6 +84,7 @@ class Candidate:
         self.streams = Streams() if self.cuda else None
         self.l2 = L2Guard() if self.cuda else None
         self.arenas: dict[int, Any] = {}
+        self.seccomp: str | None = "not installed"
         self.flusher = None
         self.flusher_llc = 0
         self.hold: timing.Hold | None = None
@@ -92,15 +99,32 @@ class Candidate:
                     importlib.import_module(name)
                 except ImportError:
                     pass
-        tamper.watch("candidate", self, mutable={"arenas", "flusher", "flusher_llc", "hold", "fn", "calls"})
+        tamper.watch("candidate", self, mutable={"arenas", "flusher", "flusher_llc", "hold", "fn", "calls",
+                                                 "seccomp"})
         tamper.watch("channel", chan, mutable={"nonce"})
         if self.streams is not None:
             tamper.watch("streams", self.streams, mutable={"in_candidate", "timed"})
         self.harness = tamper.snapshot()  # before any of the solution's code is imported
         self.baseline = tamper.digest(self.harness)
         self.fn = None
-        self._in_solution(lambda: setattr(self, "fn", self.language.load(Path(load["staged"]), load["entry_file"],
-                                                                          load["function"])))
+        if load.get("null"):
+            self.fn = self._null
+        else:
+            self._in_solution(lambda: setattr(self, "fn", self.language.load(Path(load["staged"]), load["entry_file"],
+                                                                              load["function"])))
+        sealed = seccomp.sealed(self.language.compiled, self.device_name)
+        if sealed:
+            calls.warm_threads(torch)
+        if sealed and self.cuda:  # the profiler's threads (CUPTI rounds, the language proof) start before the seal
+            try:
+                language.profile_kernels(lambda: torch.zeros(1, device=self.dev).add_(1))
+            except Exception as exc:
+                print(f"solbench: the profiler did not start before the seal: {exc}", file=sys.stderr, flush=True)
+        self.seccomp = seccomp.install(sealed, native=self.language.compiled)
+
+    def _null(self, *args) -> None:
+        if self.cuda:
+            self.torch.cuda._sleep(1)
 
     def _in_solution(self, thunk):
         if self.streams is not None:
@@ -390,8 +414,9 @@ def main(cmd_fd: int, reply_fd: int) -> int:
         chan.send(type="fatal", message=msg[:2000])
         return 0
     codes, digest = cand.checked()
-    chan.send(type="ready", harness=cand.baseline, codes=codes)
-    handlers = {"call": cand.call, "time": cand.time, "graph": cand.graph}
+    chan.send(type="ready", harness=cand.baseline, codes=codes, seccomp=cand.seccomp)
+    handlers = {"call": cand.call, "time": cand.time, "graph": cand.graph,
+                "audit": lambda msg: candidate_audit.serve(cand, msg)}
     while True:
         msg = chan.receive()
         if msg is None or msg.get("op") == "exit":

@@ -58,7 +58,10 @@ def judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str,
                          stray_records=int(r.get("stray_records") or 0),
                          event_gaps=int(r.get("event_gaps") or 0),
                          phases={k: v for k, v in (r.get("phases") or {}).items() if isinstance(v, (int, float))},
-                         limit_s=r.get("limit_s") if isinstance(r.get("limit_s"), (int, float)) else None)
+                         limit_s=r.get("limit_s") if isinstance(r.get("limit_s"), (int, float)) else None,
+                         audit_ms=r.get("audit_ms"), audit_calls=r.get("audit_calls"),
+                         audit_method=r.get("audit_method"), audit_overhead_ms=r.get("audit_overhead_ms"),
+                         audit_resolution_ms=r.get("audit_resolution_ms"))
     res.warnings.extend(w for w in (r.get("warnings") or []) if w in WORKER_WARNINGS)
     if res.verdict == "passed" and not res.reasons:
         res.reasons = []
@@ -151,11 +154,16 @@ def judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str,
             res.warnings += ["below_sol", "bound_suspect"]
             res.message = res.message or (f"{res.time_ms:.4g} ms is below the speed-of-light bound "
                                           f"{res.sol_ms:.4g} ms: left unscored until the bound is reviewed")
+    # a time the trusted side's own clock did not confirm scores nothing (``audit``)
+    if res.verdict == "passed" and res.time_ms is not None and not res.interpreted and res.audit_ms is None:
+        res.warnings.append("time_unconfirmed")
+        if r.get("audit_unconfirmed"):
+            res.message = res.message or f"the time is unconfirmed: {r['audit_unconfirmed']}"
     # scores
     correct = res.verdict == "passed"
     if res.verdict in INCORRECT:
         res.sol_score = 0.0
-    elif correct and not res.interpreted and "bound_suspect" not in res.warnings:
+    elif correct and not res.interpreted and not {"bound_suspect", "time_unconfirmed"} & set(res.warnings):
         score = scoring.sol_score(res.time_ms, res.baseline_ms, res.sol_ms, True)
         res.sol_score = score.value
         res.warnings.extend(f for f in score.flags if f not in res.warnings)

@@ -153,7 +153,8 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
     def check(got: list[Any], given: list[Any], ref: list[Any], anchor: list[Any]):
         named = dict(zip(input_names, given))
         with ph("compare"):
-            return accept_alternative(compare(got, ref, anchor, names, dtypes, tols, modes, named), ctx.accept,
+            return accept_alternative(compare(got, ref, anchor, names, dtypes, tols, modes, named,
+                                              anchor_of=ctx.anchor_of), ctx.accept,
                                       named, got, ref, dtypes)
 
     def before_of(given: list[Any]) -> list[Any]:
@@ -204,7 +205,8 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
     try:
         subject.begin(uuid, ctx.reference)
         if untrusted:
-            result["limit_s"] = workload_limit(reference_seconds(), job.get("workload_timeout_s"))
+            result["limit_s"] = workload_limit(reference_seconds(), job.get("workload_timeout_s"),
+                                              interpreted=subject.interpreted)
             subject.limit(result["limit_s"])
         # ---- correctness over fresh draws: the candidate runs before the reference ---------------------
         for d in range(draws):
@@ -295,6 +297,8 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
                               timing_method=t.method, unjoined_ms=t.unjoined_ms, timed_calls=t.calls,
                               rechecked=timed.rechecked, event_ms=t.event_ms, clock_notes=t.clock_notes[:3],
                               stray_records=t.stray, event_gaps=t.event_gaps)
+                if timed.audit:
+                    result.update(timed.audit)
     except torch.OutOfMemoryError:
         fail("runtime_error", ["out_of_memory"], None)
     except Exception as exc:

@@ -31,6 +31,8 @@ class _Reply(BaseModel):
 
 class Ready(_Reply):
     type: Literal["ready"]
+    #: None: the system-call filter is installed; else why it could not be (checked from outside: ``outside``)
+    seccomp: str | None = Field(default=None, max_length=400)
 
 
 class Fatal(BaseModel):
@@ -72,7 +74,17 @@ class Graphed(_Reply):
     graph_error: str | None = None
 
 
-_TYPES = {"ready": Ready, "called": Called, "timed": Timed, "graphed": Graphed, "fatal": Fatal}
+class AuditReady(_Reply):
+    type: Literal["audit_ready"]
+
+
+class Audited(_Reply):
+    type: Literal["audited"]
+    refused: bool = False
+
+
+_TYPES = {"ready": Ready, "audit_ready": AuditReady, "audited": Audited, "called": Called, "timed": Timed,
+          "graphed": Graphed, "fatal": Fatal}
 
 
 class Forged(Exception):

@@ -13,7 +13,6 @@ import atexit
 import dataclasses
 import os
 import secrets
-import shutil
 import sys
 import tempfile
 import time
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from solbench import scoring
+from solbench import scoring, tempdirs
 from solbench.analysis.roofline import Work, count_work
 from solbench.evaluate import build_cache, trusted
 from solbench.hardware.platform import detect_platform
@@ -40,6 +39,8 @@ from solbench.problems.problem import Problem
 from solbench.problems.solution import Solution
 
 atexit.register(trusted.retire_all)
+#: every evaluation's directory is ``<temporary directory>/solbench-eval-XXXXXXXX`` (``tempdirs``)
+EVAL_PREFIX = "solbench-eval-"
 #: bytes of Triton cache carried from one evaluation of a solution to the next (regular files only)
 MAX_CACHE_BYTES = 256 << 20
 
@@ -213,7 +214,10 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
     if any(f.severity == "reject" for f in findings):
         return _rejected_statically(problem, solution, language.name, opts, uuids, findings, seed, started_wall, t0,
                                     store, run_id)
-    workdir = Path(tempfile.mkdtemp(prefix="solbench-"))
+    # a private directory locked by this process: one that a killed run left behind is swept by the next
+    tempdirs.sweep(EVAL_PREFIX)
+    owner = tempdirs.private_dir(EVAL_PREFIX)
+    workdir = owner.path
     try:
         with ph("stage"):
             staged = stage_solution(solution, workdir)
@@ -229,14 +233,12 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         carried = cache_root() / "triton" / solution.digest()
         with ph("stage"):
             _carry_cache(carried, private / "triton")
-            # compiled languages: the build's key, computed here from the sources, flags, toolchain and chip;
-            # the artefact under it is copied in before the candidate starts, and what it builds published after
-            build = build_cache.Carry(language, solution, opts.device, private, cache_root() / "build")
+        with ph("build"):  # compiled languages: built, checked and hashed here before the candidate starts
+            build = build_cache.Carry(language, solution, opts.device, private, cache_root() / "build",
+                                      view=sandbox_view(store, opts.device))
         candidate_env = {"TMPDIR": str(private), "HOME": str(private), "TRITON_CACHE_DIR": str(private / "triton"),
                          "TORCHINDUCTOR_CACHE_DIR": str(private / "inductor"),
                          "SOLBENCH_CPU_THREADS": str(opts.cpu_threads), **build.env}
-        if build.key:  # the candidate is ready only once it is built: give it the compile limit too
-            opts = dataclasses.replace(opts, startup_timeout_s=max(opts.startup_timeout_s, build.timeout_s + 60))
         if opts.progress:
             opts.progress(f"{problem.name}: {solution.name} on {len(uuids)} workload(s)")
         refused = too_large(problem, uuids, opts.device)  # judged here they would get the worker killed
@@ -244,6 +246,8 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         unavailable = build.unsupported or language.unavailable(opts.device)
         if unavailable:
             refused = {u: unavailable for u in uuids}
+        if build.failed:  # the trusted build's verdict (compile_error, reward_hack): nothing of the solution runs
+            refused = {u: build.failed["message"] for u in uuids}
         runnable = [u for u in uuids if u not in refused]
         cand_job = _job(problem, [subject], [(0, u) for u in runnable], opts, seed)
         cand_job["workdir"] = str(workdir)
@@ -264,6 +268,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         env = dict(cand.environment or {"device": opts.device})
         env["sandbox"] = cand.sandbox or ("namespaces" if (opts.sandbox == "auto" and namespaces_available())
                                           else "rlimits")
+        env["seccomp"] = cand.filtered  # the candidate's system-call filter, read from outside its process
         env["worker_ready_s"] = cand.ready_s
         env["timing_hold"] = opts.timing.hold
         # what made this evaluation, so that evaluations are compared only with ones made alike
@@ -285,18 +290,18 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
             base = measure_baselines(problem, runnable, kinds, opts.device, opts.timing.hold, env, run_baselines,
                                      store, opts.use_baseline_cache, opts.progress) if runnable else {}
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        owner.close()
     datasheet = opts.hardware.ceilings(scale_to_max_clock=True)
     results: list[WorkloadResult] = []
     with ph("judge"):
         for uuid in uuids:
-            r = cand.results.get((0, uuid)) if uuid not in refused else {
+            r = cand.results.get((0, uuid)) if uuid not in refused else build.failed or {
                 "verdict": "unsupported", "message": refused[uuid],
                 "reasons": ["language_unavailable" if unavailable else "too_large_for_device"]}
             results.append(judge(problem, uuid, r, base, work.get(uuid), datasheet,
                                  opts.calibrated, int(opts.hardware.llc_bytes.value)))
-        if build.key and not unavailable:  # what the built object links and imports, read here from the cache
-            used = linked.object_use(build_cache.lookup(build.key, build.root))
+        if build.linked is not None and not unavailable:  # read from the bytes the build checked and hashed
+            used = build.linked
             linked.apply(results, used, language.name, single_language(problem, opts))
             if used:
                 env["linked"] = used
@@ -309,24 +314,19 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         reasons=sorted({r for w in results for r in w.reasons if w.verdict != "passed"}),
         warnings=sorted({x for w in results for x in w.warnings} | {f"static:{f.rule}" for f in findings}
                         | ({"sandbox_rlimits_only"} if env["sandbox"] != "namespaces" else set())
+                        | ({"seccomp_unavailable"} if env.get("seccomp") is False else set())
                         # no language proof for this language (or on this device): its kernels' share of the
                         # work is not checked
                         | ({"language_unproven"} if not language.proven_on(opts.device) and not unavailable
                            else set())),
         findings=[f"{f.severity} static:{f.rule} {f.path}:{f.line}: {f.message}" for f in findings],
-        message=cand.fatal.get(0, {}).get("message") or unavailable,
+        message=cand.fatal.get(0, {}).get("message") or unavailable or (build.failed or {}).get("message"),
         workloads=results, environment=env, seed=seed, started=started_wall,
         log=(cand.candidate_log + ("\n--- trusted worker ---\n" + cand.log if cand.log.strip() else ""))[-40000:],
     )
     ev.sol_score = scoring.aggregate(results)
     ev.mean_speedup_vs_eager = scoring.geomean([r.speedup_vs_eager for r in results])
-    timed = [r for r in results if not r.interpreted and r.verdict != "unsupported"]
-    if any(r.speedup_vs_baseline is not None for r in timed):
-        correct = [r.verdict == "passed" for r in timed]
-        for p in (0.0, 1.0, 1.5, 2.0):
-            v = scoring.fast_p([r.speedup_vs_baseline for r in timed], correct, p)
-            if v is not None:
-                ev.fast_p[f"fast_{p:g}"] = v
+    ev.fast_p = scoring.evaluation_fast_p(results)  # an unsupported workload stays in the denominator
     ph.merge(cand.phases)
     if cand.ready_s is not None:  # the trusted worker's own start, where this job started it
         ph.add("worker_start", max(0.0, cand.ready_s - cand.phases.get("candidate_start", 0.0)))

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 _isolation_ok: bool | None = None
+#: the longest reply line the trusted side reads; a longer one is not a reply (``garbled``)
+MAX_REPLY_BYTES = 8 << 20
 
 
 def namespaces_available() -> bool:
@@ -120,7 +122,7 @@ class CandidateProcess:
     zygote: Any = None  # a zygote.Zygote, or None: a fresh interpreter
     proc: Any = None
     isolation: str = "rlimits"  # what the running process got: "namespaces" or "rlimits"
-    _buf: bytes = b""
+    _buf: bytearray = field(default_factory=bytearray)
     _cmd: Any = None
     _reply_fd: int = -1
 
@@ -144,7 +146,7 @@ class CandidateProcess:
         os.close(reply_w)
         self._cmd = os.fdopen(cmd_w, "w", buffering=1)
         self._reply_fd = reply_r
-        self._buf = b""
+        self._buf = bytearray()
 
     def _popen(self, cmd_r: int, reply_w: int) -> subprocess.Popen:
         """A fresh interpreter that sets itself up as a zygote's child does (``python -m
@@ -161,19 +163,30 @@ class CandidateProcess:
             raise CandidateGone("crash", "the candidate's process is not running")
         self._drain()  # anything written between exchanges is a line no command asked for
         stray = bool(self._buf)
-        self._buf = b""
-        try:
-            self._cmd.write(json.dumps(msg) + "\n")
-            self._cmd.flush()
-        except (BrokenPipeError, OSError):
-            pass  # the process is gone: reported below when its reply never comes
-        reply = self._reply(timeout_s)
+        self._buf.clear()
+        self.send_line(json.dumps(msg))
+        line = self.read_line(timeout_s)
         self._drain()
+        try:
+            reply = json.loads(line.decode(errors="replace")) if line is not None else None
+        except json.JSONDecodeError:
+            reply = None
+        if not isinstance(reply, dict):
+            text = "a reply longer than the limit" if line is None else line[:200].decode(errors="replace")
+            reply = {"type": "garbled", "text": text}
         return reply, not (stray or self._buf)
 
+    def send_line(self, text: str) -> None:
+        """One command line (a process that is gone shows when its reply never comes)."""
+        try:
+            self._cmd.write(text + "\n")
+            self._cmd.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
     def _drain(self) -> None:
-        """Read what is already waiting on the reply pipe, without blocking."""
-        while True:
+        """Read what is already waiting on the reply pipe, without blocking (at most the reply limit)."""
+        while len(self._buf) <= MAX_REPLY_BYTES:
             ready, _, _ = select.select([self._reply_fd], [], [], 0)
             if not ready:
                 return
@@ -182,9 +195,21 @@ class CandidateProcess:
                 return
             self._buf += chunk
 
-    def _reply(self, timeout_s: float) -> dict[str, Any]:
+    def read_line(self, timeout_s: float) -> bytes | None:
+        """The next reply line without its newline; None for a line over ``MAX_REPLY_BYTES`` (the rest of the
+        pipe is then out of step, and the caller treats the reply as forged)."""
         deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buf:
+        searched = 0
+        while True:
+            end = self._buf.find(b"\n", searched)
+            if end >= 0:
+                line = bytes(self._buf[:end])
+                del self._buf[:end + 1]
+                return line
+            searched = len(self._buf)
+            if searched > MAX_REPLY_BYTES:
+                self._buf.clear()
+                return None
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise CandidateGone("timeout", f"no answer within {timeout_s:.0f} s")
@@ -196,14 +221,6 @@ class CandidateProcess:
                 self._buf += chunk
             elif self.proc.poll() is not None:
                 raise CandidateGone("crash", self._ended())
-        line, self._buf = self._buf.split(b"\n", 1)
-        try:
-            msg = json.loads(line.decode(errors="replace"))
-        except json.JSONDecodeError:
-            msg = None
-        if not isinstance(msg, dict):
-            return {"type": "garbled", "text": line[:200].decode(errors="replace")}
-        return msg
 
     def _ended(self) -> str:
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -55,6 +56,7 @@ class Timed:
     message: str | None = None
     rechecked: int = 0  # timed calls re-checked against the reference
     failure: dict[str, Any] | None = None  # the re-check that failed: call, seed, worst element
+    audit: dict[str, Any] | None = None  # the trusted side's confirmation of the time (``audit.Audit.record``)
 
 
 class Rejected(Exception):
@@ -157,11 +159,13 @@ class RemoteSubject:
         self.ready_s: float | None = None
         self.restarts = 0
         self.isolation: str | None = None
+        self.filtered = False  # the candidate's system-call filter, as read from outside its process
+        self._null: RemoteSubject | None = None  # the null candidate the audit calibrates against (CPU)
         self.arena = None
         self.arena_id = 0
         self.harness: str | None = None  # the digest of the candidate's harness snapshot taken before its import
         self.import_codes: list[str] = []
-        self.log_path = ctx.workdir / "candidate.log"
+        self.log_path = ctx.workdir / ("null-candidate.log" if subject.get("null") else "candidate.log")
         self.timed_out = False  # a request of this subject ran out of its workload's limit
         self.deadline: float | None = None  # monotonic time the current workload's limit ends (``limits``)
 
@@ -185,7 +189,7 @@ class RemoteSubject:
                 "staged": self.subject["staged"], "entry_file": self.subject["entry_file"],
                 "function": self.subject["function"], "dps": bool(self.subject.get("dps")),
                 "tf32": bool(self.ctx.definition.allow_tf32), "threads": int(job.get("cpu_threads") or 0),
-                "nonce": protocol.nonce()}
+                "null": bool(self.subject.get("null")), "nonce": protocol.nonce()}
         try:
             raw, alone = self.proc.request(load, float(job.get("startup_timeout_s", 180)))
             reply = protocol.accept(raw, "ready", load["nonce"], alone)
@@ -203,7 +207,40 @@ class RemoteSubject:
         self.harness = reply.harness
         self.import_codes = [c for c in reply.codes if isinstance(c, str)][:10]
         self.isolation = self.proc.isolation
+        self._check_filter(reply.seccomp)
         return None
+
+    def _check_filter(self, claimed: str | None) -> None:
+        """Whether the candidate's system-call filter is in place, read from outside its process: a candidate
+        that runs without one where this machine can load it is a reward hack (``seccomp_refused``)."""
+        from solbench.evaluate import outside, seccomp
+
+        pid = outside.candidate_pid(self.proc.proc.pid)
+        filters = outside.seccomp_filters(pid) if pid is not None else None
+        self.filtered = bool(filters)
+        if filters or filters is None:
+            return
+        if seccomp.available(seccomp.sealed(self.language.compiled, self.ctx.dev.type)):
+            self.import_codes.append("seccomp_refused")
+            why = claimed or "it reported the filter installed"
+            print(f"solbench: the candidate runs without its system-call filter ({why})", file=sys.stderr)
+
+    def new_null_partner(self) -> "RemoteSubject":
+        """A started null candidate in this candidate's sandbox, with its calling convention: it loads no
+        solution (``audit``)."""
+        null = RemoteSubject(self.ctx, dict(self.subject, null=True, language="pytorch"))
+        error = null.start()
+        if error:
+            from solbench.evaluate.audit import Unaudited
+
+            raise Unaudited(f"the null candidate did not start: {error}")
+        return null
+
+    def null_partner(self) -> "RemoteSubject":
+        """This subject's null candidate, started once and kept until the subject closes."""
+        if self._null is None or self._null.proc is None:
+            self._null = self.new_null_partner()
+        return self._null
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -213,6 +250,9 @@ class RemoteSubject:
 
     def close(self) -> None:
         self.stop()
+        if self._null is not None:
+            self._null.close()
+            self._null = None
 
     def begin(self, uuid: str, reference: Callable) -> None:
         pass

@@ -13,8 +13,8 @@ pre-filled), sends the round's call kinds, and on the reply checks that
 - the calls it then picks at random from its own secret (on the CPU: all of them) match the reference on the
   pristine inputs it kept, and left their other inputs alone (``output_recheck``, ``input_mutation``).
 
-The stopping rule is ``measure``'s, on the trusted side. What the samples themselves say is still the
-candidate's claim: docs/SECURITY.md says what a forged but plausible time can do.
+The stopping rule is ``measure``'s, on the trusted side. The samples themselves are the candidate's claim until
+the audit (``audit``) confirms them with the trusted side's own clock.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import math
 import time
 from typing import Any, Callable
 
+from solbench.evaluate import audit
 from solbench.evaluate import ring as ring_mod
 from solbench.evaluate.arena import nbytes_for, nbytes_of
 from solbench.evaluate.kernel_clock import wide_gaps
@@ -161,4 +162,9 @@ def time_remote(sub, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int],
         return Timed(failed=f.failed, lost=f.lost)
     last = clock_snapshot(index) if cuda else None
     timing.clocks = [c for c in (first, last) if c]  # read here: what the candidate reports of itself is not used
-    return Timed(timing=timing, rechecked=rechecked[0])
+    sub._drop_arena()
+    try:  # no time scores that the trusted side's own clock has not confirmed (``audit``)
+        record = audit.confirm(sub, uuid, draw, shapes, inplace, recheck, timing.samples_ms)
+    except audit.AuditFailed as f:
+        return Timed(failed=f.failed, lost=f.lost)
+    return Timed(timing=timing, rechecked=rechecked[0], audit=record)

@@ -13,7 +13,6 @@ import select
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from solbench.evaluate import limits
 from solbench.evaluate.isolation import die_with_parent
+from solbench import tempdirs
 from solbench.evaluate.sandbox import end_process
 from solbench.evaluate.verdict import VERDICT_ORDER
 
@@ -52,6 +52,10 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.setdefault("SOLBENCH_CPU_THREADS", "1")
+    # BLAS thread pools made in the worker do not survive the fork into a zygote's child, and a sealed candidate
+    # (``seccomp``) cannot make new ones: OpenBLAS then spins for ever on workers that do not exist
+    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, "1")
     if extra:
         env.update(extra)
     return env
@@ -68,6 +72,7 @@ class WorkerOutcome:
     ready_s: float | None = None  # trusted worker's start to "ready" (its candidate loaded), first worker
     candidate_ready_s: float | None = None  # the candidate's process: start to solution imported
     sandbox: str | None = None  # the isolation the candidate's process got: "namespaces" or "rlimits"
+    filtered: bool | None = None  # whether its system-call filter was in place (read from outside)
     candidate_log: str = ""
     candidate_restarts: int = 0
     phases: dict[str, float] = field(default_factory=dict)  # the worker's own before its first workload
@@ -116,12 +121,18 @@ def _checked(msg: dict[str, Any]) -> dict[str, Any]:
                 "message": f"malformed result message from the worker: {exc.errors()[0]['msg']}"}
 
 
+#: every trusted worker's directory (its log, its job files) is ``<temporary directory>/solbench-judge-XXXXXXXX``
+JUDGE_PREFIX = "solbench-judge-"
+
+
 class Judge:
     """The persistent trusted worker of one device."""
 
     def __init__(self, device: str):
         self.device = device
-        self.dir = Path(tempfile.mkdtemp(prefix="solbench-judge-"))
+        tempdirs.sweep(JUDGE_PREFIX)  # the directories of workers whose runner was killed
+        self._owner = tempdirs.private_dir(JUDGE_PREFIX)
+        self.dir = self._owner.path
         self.log_path = self.dir / "worker.log"
         cmd_r, cmd_w = os.pipe()
         res_r, res_w = os.pipe()
@@ -157,10 +168,8 @@ class Judge:
             return ""
 
     def stop(self) -> None:
-        import shutil
-
         end_process(self.proc, 5, self.cmd.close, lambda: os.close(self.res_fd))
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self._owner.close()
 
 
 _JUDGES: dict[str, Judge] = {}
@@ -213,7 +222,7 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
     # the trusted worker waits on a candidate with the candidate's own limits, so its own limit per workload
     # allows for one such wait and one restart of the candidate's process
     untrusted = any(sub["kind"] == "solution" for sub in job["subjects"])
-    per_workload = (workload_timeout_s if workload_timeout_s is not None else limits.CEILING_S) + \
+    per_workload = (workload_timeout_s if workload_timeout_s is not None else limits.OUTER_CEILING_S) + \
         (startup_timeout_s + 60 if untrusted else 0)
     job = dict(job, workdir=job.get("workdir") or str(workdir))
     while pending and attempts <= len(job["pairs"]):
@@ -307,6 +316,7 @@ def _collect(judge: Judge, outcome: WorkerOutcome, pending: list, deadline: floa
                     outcome.ready_s = time.perf_counter() - spawned
                     outcome.candidate_ready_s = msg.get("candidate_ready_s")
                     outcome.sandbox = msg.get("sandbox")
+                    outcome.filtered = msg.get("seccomp")
                     outcome.phases = {k: v for k, v in (msg.get("phases") or {}).items()
                                       if isinstance(v, (int, float))}
             elif kind == "candidate":

@@ -62,6 +62,12 @@ class WorkloadResult(BaseModel):
     phases: dict[str, float] = Field(default_factory=dict)  # seconds per phase in the trusted worker (``phases``)
     limit_s: float | None = None  # the workload's time limit (``limits``)
     rechecked: int | None = None  # timed calls the trusted side re-checked against the reference
+    #: the audit (``audit``): the trusted side's own time per call, from its clock, and how it was taken
+    audit_ms: float | None = None
+    audit_calls: int | None = None
+    audit_method: str | None = None  # "stamps" (GPU: %globaltimer around each call) or "wall" (CPU)
+    audit_overhead_ms: float | None = None  # what was subtracted from each bracket (hand-over, own work)
+    audit_resolution_ms: float | None = None  # the least disagreement with the timing the audit tells from noise
     # baselines (ms)
     eager_ms: float | None = None
     compile_ms: float | None = None

@@ -33,7 +33,9 @@ HARNESS = ("solbench.evaluate.arena", "solbench.evaluate.calls", "solbench.evalu
            "solbench.evaluate.integrity.streams", "solbench.evaluate.integrity.tamper",
            "solbench.evaluate.languages", "solbench.evaluate.candidate", "solbench.problems.problem",
            "solbench.problems.inputs", "solbench.problems.modules", "solbench.problems.workload",
-           "solbench.hardware.telemetry")
+           "solbench.hardware.telemetry", "solbench.evaluate.audit", "solbench.evaluate.audit_clock",
+           "solbench.evaluate.audit_gpu", "solbench.evaluate.candidate_audit", "solbench.evaluate.outside",
+           "solbench.evaluate.seccomp", "solbench.evaluate.memops")
 
 
 def draw_seed(run_seed: int, uuid: str, draw: int) -> int:
@@ -120,9 +122,14 @@ class Context:
 
         ref_in = [copied(x) for x in given]
         ref = self.with_inplace(as_list(self.reference(*ref_in)), ref_in)
+        return ref, self.anchor_of(given)
+
+    def anchor_of(self, given: list[Any]) -> list[Any]:
+        """The reference's outputs in float64 on copies of ``given`` (in-place inputs appended)."""
+        from solbench.evaluate.calls import as_list
+
         anc_in = [_upcast(x, self.torch) for x in given]
-        anchor = self.with_inplace(as_list(self.reference(*anc_in)), anc_in)
-        return ref, anchor
+        return self.with_inplace(as_list(self.reference(*anc_in)), anc_in)
 
     def time_reference(self, given: list[Any]) -> float:
         """The wall time of one reference call on copies of ``given``, synchronised on the GPU."""
@@ -264,6 +271,7 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
         if isinstance(sub, RemoteSubject):
             ready["candidate_ready_s"] = sub.ready_s
             ready["sandbox"] = sub.isolation
+            ready["seccomp"] = sub.filtered
     ready["phases"] = ctx.phases.take()
     chan.send(**ready)
     hung: dict[int, str] = {}  # subject -> the workload it exceeded its limit on (``limits``)

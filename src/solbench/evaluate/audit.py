@@ -1,0 +1,426 @@
+"""The audit: a candidate's time confirmed by evidence its process cannot write.
+
+The samples of a candidate's timing rounds (``timed``) are measured in its own process, where native code can
+rewrite anything, and a round can hide work: its inputs are all in place before it starts, and outputs are read
+after it ends. So after the rounds of every timed workload the trusted worker re-times ``AUDIT_CALLS`` calls
+itself, one at a time, each with an input set that exists nowhere the candidate can read until that call's
+clock has started:
+
+- **GPU**: on a stream of its own the trusted worker holds the device (long enough for the candidate to enqueue
+  the call: a call whose host side took longer is not counted), flushes the cache, stamps ``%globaltimer``
+  (``audit_clock``), copies the call's inputs into its slot, fills the output room with the sentinel and
+  raises the call's ``go`` flag (``memops``: a word of the arena); the candidate's stream waits for that flag,
+  runs the call (its other streams joined) and raises the ``done`` flag; the trusted stream waits for it,
+  stamps again and copies the slot's outputs out. The stamps bracket whatever ran between the flags, whoever
+  launched it: without MPS two processes' kernels never run at once on a GPU, so nothing of the call runs
+  outside them.
+- **CPU**: the trusted worker writes the call's inputs into the slot, reads the candidate's CPU time from
+  outside its process (``outside``: the kernel's per-thread accounting, which only running changes), sends
+  ``go``, reads the candidate's ``ok``, reads its CPU time again and copies the outputs out. The candidate's
+  process is sealed (``seccomp``: one thread, no new ones, no new processes), so all of a call's work is CPU
+  time of that process between the two readings, however long the machine kept it waiting: unlike the wall
+  clock around a pipe hand-over, this does not grow with the machine's load.
+
+Every audited call's outputs are judged against the reference (``output_recheck``), so output written after a
+call's ``done`` flag (or after ``ok``) is not counted as output. The audit's time per call is the median
+bracket less the trusted side's own work in it (on the GPU the copies in, the fill and the copy of a returned
+output into its slot, timed by the trusted worker alone) and the hand-over between the two processes, calibrated against a null candidate
+(a sandboxed process that never loads a solution). A timing whose median sample lies below the audit's time by more than
+its resolution (``verdict``) is ``reward_hack`` (``time_forgery``); where the audit cannot be made, the
+workload passes unscored with the warning ``time_unconfirmed``.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from solbench.evaluate import outside
+from solbench.evaluate.arena import ALIGN, view
+from solbench.evaluate.ring import BOOL_SENTINEL, Layout, sentinel_fill, slot_spec
+from solbench.evaluate.subjects import Rejected
+
+AUDIT_CALLS = {"cuda": 12, "cpu": 16}
+MIN_AUDIT_CALLS = 4  # a slow call is audited fewer times, never fewer than this
+AUDIT_BUDGET_S = 1.0  # the audited calls' own time that sets how many a slow call gets
+WARM_CALLS = 3  # the first calls of an audit are not counted (one for a slow call)
+SLOTS = 2  # slots the audit alternates between (a fresh address for consecutive calls)
+FLAG_STRIDE = 256  # the go and done flags' distance in the arena (GPU)
+#: a median sample this far below the audit's time is a forged time (docs/SECURITY.md: measured agreement)
+AGREE = {"cuda": 0.9, "cpu": 0.35}
+#: the audit's resolution at least: on the CPU, a null candidate's CPU time per call differs from a candidate's
+#: harness's by up to about 0.1 ms on the development machine (two processes, two caches)
+ABS_TOL_MS = {"cuda": 0.08, "cpu": 0.15}
+#: the CPU time a call may use per allowed thread, over its wall time, before it counts as extra threads
+CPU_OVER_WALL = 1.25
+MAX_HOLD_S = 0.02  # a call whose host side takes longer than this cannot be audited on the GPU
+AUDIT_DRAWS = 2_000_000  # draw numbers of audited calls (timed calls' are below)
+RECHECK = 0.4  # the share of audited calls judged against the reference (every one is checked for presence)
+
+
+@dataclass
+class Calibration:
+    """The hand-over between the trusted worker and a candidate's process, measured against a null one."""
+
+    overhead_ms: float  # median bracket of a null call, less the trusted side's own work
+    spread_ms: float  # the brackets' interquartile range
+
+
+@dataclass
+class Audit:
+    method: str  # "stamps" (GPU: %globaltimer) or "cpu_time" (CPU: the kernel's accounting of the process)
+    trusted_ms: list[float] = field(default_factory=list)  # per counted call: bracket less overheads
+    overhead_ms: float = 0.0
+    own_ms: float = 0.0  # the trusted side's own work inside a bracket
+    cpu_ms: list[float] = field(default_factory=list)  # CPU: the candidate's CPU time per call
+    late: int = 0  # GPU calls not counted: the host side outlasted the hold
+    rechecked: int = 0  # audited calls judged against the reference
+
+    @property
+    def median_ms(self) -> float | None:
+        """The audit's time (``center``)."""
+        if not self.trusted_ms:
+            return None
+        return center(self.trusted_ms, "cuda" if self.method == "stamps" else "cpu")
+
+    def record(self) -> dict[str, Any]:
+        return {"audit_ms": self.median_ms, "audit_calls": len(self.trusted_ms), "audit_method": self.method,
+                "audit_overhead_ms": round(self.overhead_ms + self.own_ms, 6), "audit_late": self.late,
+                "audit_rechecked": self.rechecked}
+
+
+def verdict(samples_ms: list[float], audit: Audit, calib: Calibration, device: str) -> tuple[str, str | None]:
+    """("confirmed" | "forged" | "unconfirmed", why): the timing's median sample held against the audit.
+
+    The audit's time is its median bracket on the GPU and its lower quartile on the CPU, where a call's CPU time
+    has a long upper tail (page faults of fresh allocations, a busy neighbour core). A median sample under
+    ``AGREE[device]`` of the audit's time, less the audit's resolution (``resolution``), is forged; on the CPU
+    also one under that share of its fastest audited call, less the fixed tolerance (noise only adds CPU time).
+    Within the resolution a time is confirmed: a forgery smaller than the resolution is not seen, which on the
+    GPU is a few microseconds (docs/SECURITY.md). On the CPU the agreement asked for is loose: an honest call's
+    audited CPU time was up to 2.4 times its timed median on a busy 2-core machine."""
+    xs = sorted(audit.trusted_ms)
+    if not samples_ms or not xs:
+        return "unconfirmed", "no audited call"
+    kind = "cuda" if device != "cpu" else "cpu"
+    claimed = statistics.median(samples_ms)
+    seen = center(xs, kind)
+    floor = AGREE[kind] * seen - resolution(audit, calib, kind)
+    if kind == "cpu":
+        floor = max(floor, AGREE[kind] * xs[0] - ABS_TOL_MS[kind])
+    if claimed < floor:
+        return "forged", (f"the timing reported a median of {claimed:.4g} ms, but the trusted side's own clock "
+                          f"measured {seen:.4g} ms per call ({len(xs)} audited calls, {audit.method}; the timing may "
+                          f"report {floor:.4g} ms at least); the time did not come from the work")
+    return "confirmed", None
+
+
+def resolution(audit: Audit, calib: Calibration, kind: str) -> float:
+    """The least disagreement the audit tells from noise: the fixed tolerance, or twice the standard error of
+    its time from its brackets' spread and the calibration's."""
+    xs = audit.trusted_ms
+    return max(ABS_TOL_MS[kind], 2 * (_spread(xs, kind) + calib.spread_ms) / max(1, len(xs)) ** 0.5)
+
+
+def center(xs: list[float], kind: str) -> float:
+    """The audit's time: the median bracket on the GPU, the lower quartile on the CPU."""
+    return statistics.median(xs) if kind == "cuda" else _quantile(xs, 0.25)
+
+
+def _spread(xs: list[float], kind: str) -> float:
+    """The brackets' spread: the interquartile range on the GPU; on the CPU twice the lower tail's width (the
+    upper tail is the CPU's own noise, which only adds time)."""
+    if kind == "cuda":
+        return _quantile(xs, 0.75) - _quantile(xs, 0.25)
+    return 2 * (_quantile(xs, 0.25) - _quantile(xs, 0.1))
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+class Slots:
+    """The audit's arena: ``SLOTS`` slots of the workload's layout, and after them the hand-over's two flags
+    (``go`` at ``flags``, ``done`` ``FLAG_STRIDE`` bytes later)."""
+
+    def __init__(self, sub, probe: list[Any], shapes, inplace: list[int]):
+        self.layout, used = Layout.plan(SLOTS, probe, shapes, set(inplace))
+        self.flags = -(-used // ALIGN) * ALIGN
+        self.arena = sub._lend(self.flags + 2 * FLAG_STRIDE)
+        self.inplace = inplace
+
+    def flag(self, which: int) -> int:
+        """The device address of flag ``which`` (0: go, 1: done)."""
+        return self.arena.buf.data_ptr() + self.flags + which * FLAG_STRIDE
+
+    def fill(self, s: int, inputs: list[Any]) -> None:
+        """The call's inputs into slot ``s``; its output room back to the sentinel."""
+        for x, block in zip(inputs, self.layout.inputs):
+            if block is not None:
+                view(self.arena.buf, slot_spec(block, s)).copy_(x)
+        for block in self.layout.outputs:
+            sentinel_fill(view(self.arena.buf, slot_spec(block, s)))
+
+    def take(self, s: int, values: list[Any]) -> tuple[list[Any], list[Any]]:
+        """(outputs with in-place inputs appended, every input as the call left it), copied out of slot ``s``."""
+        outs = [view(self.arena.buf, slot_spec(b, s)).clone() for b in self.layout.outputs]
+        after = [view(self.arena.buf, slot_spec(b, s)).clone() if b is not None else v
+                 for b, v in zip(self.layout.inputs, values)]
+        return outs + [after[i] for i in self.inplace], after
+
+
+def _unwritten(outs: list[Any]) -> bool:
+    """Whether some output element still holds the sentinel (for floats: any NaN; an honest output holds none,
+    since NaN fails every comparison): the call's work was not all done by its end."""
+    import torch
+
+    for x in outs:
+        if not isinstance(x, torch.Tensor) or x.numel() == 0:
+            continue
+        if x.is_floating_point():
+            if bool(torch.isnan(x).any()):
+                return True
+        elif x.dtype == torch.bool:
+            if bool((x.view(torch.uint8) == BOOL_SENTINEL).all()):
+                return True
+        elif bool((x == torch.iinfo(x.dtype).max).all()):
+            return True
+    return False
+
+
+def _values(inputs: list[Any]) -> list[Any]:
+    import torch
+
+    return [None if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _begin(sub, slots: Slots, values: list[list[Any]]) -> None:
+    """The audit command, and the candidate's answer."""
+    msg = {"op": "audit", "layout": slots.layout.describe(), "values": values, "flags": slots.flags,
+           "flag_stride": FLAG_STRIDE}
+    reply, gone = sub._exchange(msg, "audit_ready")
+    if gone:
+        if gone["verdict"] == "reward_hack":
+            raise Rejected(gone["reasons"], gone.get("message") or "")
+        raise Unaudited(gone.get("message") or "the candidate's process did not answer the audit")
+    if reply.codes or reply.failed:
+        raise Rejected(reply.codes or ["result_forgery"], f"dynamic checks at the audit: {reply.codes}")
+
+
+def _call(sub, k: int, s: int) -> None:
+    """Hand call ``k`` (slot ``s``) over and wait for the candidate's ``ok``."""
+    sub.proc.send_line(f"go {k} {s}")
+    line = sub.proc.read_line(sub._left_s())
+    if line != f"ok {k}".encode():
+        raise _Ended(line)
+
+
+def _end(sub, quiet: bool = False) -> None:
+    """End the audit: the candidate's full reply, its checks and its harness digest (``quiet``: only end it)."""
+    reply, gone = sub._exchange({"op": "audit_end"}, "audited")
+    if quiet:
+        return
+    if gone:
+        if gone["verdict"] == "reward_hack":
+            raise Rejected(gone["reasons"], gone.get("message") or "")
+        raise Unaudited(gone.get("message") or "the candidate's process did not end the audit")
+    if reply.failed and not reply.codes:
+        raise AuditFailed(sub._failure(reply), reply.lost)
+    if reply.codes:
+        raise Rejected(reply.codes, f"dynamic checks during the audit: {', '.join(reply.codes)}")
+    if reply.refused:
+        raise Rejected(["result_forgery"], "an audited call's result was refused, but no check reported why")
+
+
+class Unaudited(Exception):
+    """The audit could not be made (the time stays unconfirmed)."""
+
+
+class AuditFailed(Exception):
+    """The solution's call failed during the audit: a verdict like any failed call."""
+
+    def __init__(self, failed: dict[str, Any], lost: bool):
+        super().__init__(failed.get("message"))
+        self.failed, self.lost = failed, lost
+
+
+class _Ended(Exception):
+    """The candidate answered something other than ``ok`` (its failure follows as a full reply)."""
+
+    def __init__(self, line: bytes | None):
+        super().__init__(line)
+        self.line = line
+
+
+def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[int], calib: Calibration,
+        recheck: Callable | None, n: int) -> Audit:
+    """Audit ``n`` counted calls of ``sub`` on one workload: ``draw(seed)`` makes a call's inputs, ``shapes`` are
+    its outputs' (shape, dtype), ``inplace`` the positions of the inputs it updates (``recheck`` None: a null
+    candidate, outputs unjudged)."""
+    ctx = sub.ctx
+    cuda = ctx.dev.type == "cuda"
+    warm = WARM_CALLS if n >= AUDIT_CALLS["cuda" if cuda else "cpu"] else 1
+    seeds = [ctx.seed_for(uuid, AUDIT_DRAWS + k) for k in range(n + warm + (n if cuda else 0))]
+    probe = draw(seeds[0])
+    slots = Slots(sub, probe, shapes, inplace)
+    values = [_values(probe)] * len(seeds)  # plain values do not vary between draws of one workload
+    from solbench.evaluate import audit_gpu
+
+    runner = audit_gpu.GpuAudit if cuda else CpuAudit
+    engine = runner(sub, slots, calib)
+    _begin(sub, slots, values)
+    audit = Audit(method="stamps" if cuda else "cpu_time", overhead_ms=calib.overhead_ms)
+    audit.own_ms = engine.own_ms(probe)
+    rng = random.Random(secrets.randbits(64))
+    checked = 0
+    k = 0
+    try:
+        while len(audit.trusted_ms) < n and k < len(seeds):
+            inputs = probe if k == 0 else draw(seeds[k])
+            outs, after, ms = engine.call(k, k % SLOTS, inputs, values[k])
+            if ms is None:
+                audit.late += 1
+            elif k >= warm:
+                audit.trusted_ms.append(ms - audit.own_ms - calib.overhead_ms)
+                # every audited call left all of its output by its end; a share of them is re-checked
+                if recheck is not None and (_unwritten(outs) or rng.random() < RECHECK):
+                    checked += 1
+                    bad = recheck(outs, inputs, after)
+                    if bad:
+                        raise Rejected([bad[0]], f"audited call re-checked: {bad[1]}",
+                                       failure={"draw": "timed", "seed": seeds[k]})
+            k += 1
+    except _Ended:
+        _end(sub)  # the candidate's full answer says why (a failure, a refused result, a check)
+        raise Rejected(["result_forgery"], "an audited call was answered out of turn") from None
+    except (Rejected, Unaudited):
+        _end(sub, quiet=True)
+        raise
+    audit.cpu_ms = engine.cpu_ms
+    audit.rechecked = checked
+    _end(sub)
+    engine.finish(audit, warm)
+    return audit
+
+
+class CpuAudit:
+    """The CPU's audit: the trusted side's wall clock around ``go`` and ``ok``; CPU time read from outside."""
+
+    def __init__(self, sub, slots: Slots, calib: Calibration):
+        self.sub, self.slots, self.calib = sub, slots, calib
+        self.pid = outside.candidate_pid(sub.proc.proc.pid) if sub.proc is not None else None
+        self.threads = (outside.usage(self.pid, tree=False) or outside.Usage(0, 0, 0)).threads if self.pid else 0
+        self.cpu_ms: list[float] = []
+        self.walls: list[float] = []
+
+    def own_ms(self, probe: list[Any]) -> float:
+        return 0.0  # the inputs are written before the clock starts: the candidate waits in ``go``'s read
+
+    def call(self, k: int, s: int, inputs: list[Any], values: list[Any]):
+        self.slots.fill(s, inputs)
+        u0 = outside.usage(self.pid, tree=False) if self.pid else None
+        t0 = time.perf_counter()
+        _call(self.sub, k, s)
+        t1 = time.perf_counter()
+        if self.pid:  # once it waits for the next ``go``, its account is settled
+            outside.wait_blocked(self.pid)
+        u1 = outside.usage(self.pid, tree=False) if self.pid else None
+        outs, after = self.slots.take(s, values)
+        self.walls.append((t1 - t0) * 1e3)
+        if u0 is None or u1 is None:
+            raise Unaudited("the candidate's CPU time could not be read from outside its process")
+        if u1.threads > max(1, self.threads):
+            raise Rejected(["thread_injection"], f"the candidate's process has {u1.threads} threads (it had "
+                           f"{self.threads} when it was ready), read from outside it")
+        self.cpu_ms.append((u1.cpu_ns - u0.cpu_ns) / 1e6)
+        return outs, after, self.cpu_ms[-1]
+
+    def finish(self, audit: Audit, warm: int) -> None:
+        threads = max(1, int(self.sub.ctx.job.get("cpu_threads") or 1))
+        for cpu, wall in zip(self.cpu_ms[warm:], self.walls[warm:]):
+            if cpu > wall * threads * CPU_OVER_WALL + 2.0:
+                raise Rejected(["thread_injection"], f"an audited call used {cpu:.2f} ms of CPU time in {wall:.2f} "
+                               f"ms with {threads} thread(s) allowed: more threads worked than allowed")
+
+
+def calibrate(ctx, start_null: Callable[[], Any]) -> Calibration:
+    """The hand-over's cost against a null candidate: ``start_null()`` returns a started null subject."""
+    null = start_null()
+    try:
+        cuda = ctx.dev.type == "cuda"
+        import torch
+
+        base = Calibration(overhead_ms=0.0, spread_ms=0.0)
+        audit = run(null, "solbench-calibration", _null_draw(ctx), [((64,), torch.float32)], [], base, None, 24)
+        return Calibration(overhead_ms=center(audit.trusted_ms, "cuda" if cuda else "cpu"),
+                           spread_ms=_spread(audit.trusted_ms, "cuda" if cuda else "cpu"))
+    finally:
+        null.close()
+
+
+def _null_draw(ctx) -> Callable[[int], list[Any]]:
+    import torch
+
+    def draw(seed: int) -> list[Any]:
+        return [torch.zeros(64, dtype=torch.float32, device=ctx.dev)]
+
+    return draw
+
+
+#: per worker process: the hand-over measured against a null candidate, by device and sandbox mode
+_CALIBRATED: dict[tuple[str, str], Calibration] = {}
+
+
+def calibration(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[int]) -> Calibration:
+    """What a call's bracket holds besides the call. On the GPU: the hand-over, measured once per worker against
+    a null candidate (the trusted side's own work is timed per workload by the trusted side alone). On the CPU:
+    the candidate's harness around the call (reading ``go``, storing a returned output, answering), measured
+    per workload against the job's null candidate on the same slots, inputs and convention."""
+    ctx = sub.ctx
+    if ctx.dev.type != "cuda":
+        null = sub.null_partner()
+        audit = run(null, uuid, draw, shapes, inplace, Calibration(0.0, 0.0), None, 12)
+        xs = audit.trusted_ms
+        return Calibration(overhead_ms=center(xs, "cpu"), spread_ms=_spread(xs, "cpu"))
+    key = (str(ctx.dev), str(sub.isolation))
+    if key not in _CALIBRATED:
+        _CALIBRATED[key] = calibrate(ctx, sub.new_null_partner)
+    return _CALIBRATED[key]
+
+
+def audit_calls(samples_ms: list[float], kind: str) -> int:
+    """How many calls to audit: ``AUDIT_CALLS``, fewer for a call so slow that they would take more than
+    ``AUDIT_BUDGET_S``, never fewer than ``MIN_AUDIT_CALLS``."""
+    claimed_s = statistics.median(samples_ms) / 1e3 if samples_ms else 0.0
+    if claimed_s <= 0:
+        return AUDIT_CALLS[kind]
+    return max(MIN_AUDIT_CALLS, min(AUDIT_CALLS[kind], int(AUDIT_BUDGET_S / claimed_s)))
+
+
+def confirm(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[int], recheck: Callable,
+            samples_ms: list[float]) -> dict[str, Any]:
+    """Audit the workload and hold the timing's samples against it: the audit's record for the result, with
+    ``audit_unconfirmed`` where it could not be made. Raises ``Rejected`` (``time_forgery``, or what an audited
+    call showed) and ``AuditFailed``."""
+    ctx = sub.ctx
+    kind = "cuda" if ctx.dev.type == "cuda" else "cpu"
+    try:
+        calib = calibration(sub, uuid, draw, shapes, inplace)
+        with ctx.phases("timing.audit"):
+            audit = run(sub, uuid, draw, shapes, inplace, calib, recheck, audit_calls(samples_ms, kind))
+    except Unaudited as why:
+        return {"audit_unconfirmed": str(why)[:300]}
+    if len(audit.trusted_ms) < audit_calls(samples_ms, kind) // 2:
+        return dict(audit.record(), audit_unconfirmed=f"{audit.late} audited calls took longer on the host than "
+                    f"the longest hold ({MAX_HOLD_S * 1e3:.0f} ms)")
+    outcome, why = verdict(samples_ms, audit, calib, ctx.dev.type)
+    if outcome == "forged":
+        raise Rejected(["time_forgery"], why)
+    if outcome == "unconfirmed":
+        return dict(audit.record(), audit_ms=None, audit_unconfirmed=why)
+    return dict(audit.record(), audit_resolution_ms=round(resolution(audit, calib, kind), 6))

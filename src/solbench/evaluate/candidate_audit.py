@@ -1,0 +1,142 @@
+"""The candidate's side of an audit (``audit``): calls handed over one at a time by the trusted worker.
+
+After ``audit`` (the slots' layout; on the GPU where the hand-over's flags lie in the arena) the candidate
+answers ``audit_ready``, then reads lines ``go K S``: on the GPU it makes its stream wait for the ``go`` flag to
+reach K+1 (``memops``), calls the solution on slot S's inputs (its outputs written into slot S: directly in
+destination-passing style, else copied there), joins its other streams, raises the ``done`` flag to K+1 behind
+all of that, then answers ``ok K``; on the CPU it calls the solution on slot S and answers, so that the CPU
+time the trusted side reads holds the call and no copy of the harness's (but a returned output's copy into the
+slot, which the null candidate's calibration holds too). ``audit_end`` ends the audit with a full reply (its
+checks, its harness digest). Nothing here times anything: the trusted side's clock does (``audit``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from solbench.evaluate import calls, memops
+from solbench.evaluate.arena import view
+from solbench.evaluate.ring import slot_spec
+
+class _Refused(Exception):
+    pass
+
+
+def _args(buf, layout: dict[str, Any], values: list[Any], s: int, dps: bool) -> list[Any]:
+    args = [view(buf, slot_spec(b, s)) if b is not None else v for b, v in zip(layout["inputs"], values)]
+    if dps:
+        args += [view(buf, slot_spec(b, s)) for b in layout["outputs"]]
+    return args
+
+
+def _store(torch, buf, layout: dict[str, Any], s: int, result: Any) -> None:
+    """A returned result into slot ``s`` (exact types only; anything else leaves the sentinel there)."""
+    for x, b in zip(calls.as_list(result), layout["outputs"]):
+        dst = view(buf, slot_spec(b, s))
+        if type(x) is torch.Tensor and tuple(x.shape) == tuple(dst.shape) and x.dtype == dst.dtype:
+            with torch._C.DisableTorchFunction():
+                dst.copy_(x)
+        elif type(x) in calls.PLAIN_SCALARS and dst.numel() == 1:
+            dst.fill_(x)
+
+
+def serve(cand, msg: dict[str, Any]) -> None:
+    """Run one audit for the candidate's process ``cand`` (a ``candidate.Candidate``)."""
+    torch = cand.torch
+    buf = cand.arena(msg)
+    layout, values = msg["layout"], msg["values"]
+    stream, flags = None, (0, 0)
+    if cand.cuda:
+        stream = torch.cuda.Stream(cand.dev)
+        go = buf.data_ptr() + int(msg["flags"])
+        flags = (go, go + int(msg["flag_stride"]))
+    codes, digest = cand.checked()
+    cand.chan.send(type="audit_ready", codes=codes, harness=digest)
+    nonce = cand.chan.nonce
+    try:
+        _loop(cand, buf, layout, values, stream, flags)
+    except _Refused as why:
+        cand.chan.nonce = _await_end(cand) or nonce
+        codes, digest = cand.checked()
+        print(f"solbench: an audited call's result was refused: {why}", file=sys.stderr, flush=True)
+        cand.chan.send(type="audited", codes=codes + ["tensor_subclass"], harness=digest, refused=True)
+        return
+    except Exception as exc:
+        cand.chan.nonce = _await_end(cand) or nonce
+        cand.report_failure("audited", exc)
+        return
+    cand.sync()
+    codes, digest = cand.checked()
+    cand.chan.send(type="audited", codes=codes, harness=digest)
+
+
+def _await_end(cand) -> str | None:
+    """Tell the trusted side this call failed, then read up to its ``audit_end`` (its nonce)."""
+    import json
+
+    cand.chan.reply.write("err\n")
+    cand.chan.reply.flush()
+    while True:
+        line = cand.chan.cmd.readline()
+        if not line:
+            raise SystemExit(0)
+        if line.startswith("{"):
+            try:
+                return json.loads(line).get("nonce")
+            except ValueError:
+                return None
+
+
+def _loop(cand, buf, layout, values, stream, flags: tuple[int, int]) -> None:
+    torch = cand.torch
+    slots = {}  # each slot's arguments, made once: the calls pay only for the call
+    fn = cand.fn
+    if cand.fn == cand._null and not cand.dps:  # the null candidate returns outputs of the right kind to store
+        from solbench.evaluate.arena import dtype_from_name
+
+        made = [torch.zeros([int(d) for d in b["shape"]], dtype=dtype_from_name(b["dtype"]), device=cand.dev)
+                for b in layout["outputs"]]
+        fn = lambda *args: made  # noqa: E731
+    while True:
+        line = cand.chan.cmd.readline()
+        if not line:
+            raise SystemExit(0)
+        if line.startswith("{"):  # audit_end
+            import json
+
+            cand.chan.nonce = json.loads(line).get("nonce")
+            return
+        _, k, s = line.split()
+        k, s = int(k), int(s)
+        if s not in slots:  # a workload's plain values are the same in every call
+            slots[s] = _args(buf, layout, values[k], s, cand.dps)
+        args = slots[s]
+        if stream is None:  # the call on the slot itself: no copy of the harness's in the CPU time read
+            result = cand._in_solution(lambda: fn(*args))
+            _checked(result)
+            if not cand.dps:
+                _store(torch, buf, layout, s, result)
+        else:
+            with torch.cuda.stream(stream):
+                memops.wait(stream, flags[0], k + 1)
+                cand.streams.begin_timed_call()
+                try:
+                    result = cand._in_solution(lambda: fn(*args))
+                    _checked(result)
+                    for mark in cand.streams.tails():  # the solution's other streams, joined before the end
+                        stream.wait_event(mark)
+                finally:
+                    cand.streams.end_timed_call()
+                if not cand.dps:
+                    _store(torch, buf, layout, s, result)
+                memops.write(stream, flags[1], k + 1)
+        cand.chan.reply.write(f"ok {k}\n")
+        cand.chan.reply.flush()
+
+
+def _checked(result: Any) -> None:
+    why = calls.not_plain(result)
+    if why:
+        raise _Refused(why)
+

@@ -126,13 +126,14 @@ def _q(arg: str) -> str:
     return shlex.quote(str(arg)).replace("$", "$$")
 
 
-def _ninja(out: Path, rules: dict[str, list[str]], builds: list[tuple[str, str, list[str]]], target: str) -> None:
+def _ninja(out: Path, rules: dict[str, list[str]], builds: list[tuple[str, str, list[str]]], defaults: str) -> None:
+    """Write ``build.ninja``: ``defaults`` are the outputs a plain ``ninja`` builds (space-separated)."""
     lines = ["ninja_required_version = 1.3"]
     for name, command in rules.items():
         lines += [f"rule {name}", "  command = " + " ".join(command)]
     for output, rule, inputs in builds:
         lines.append(f"build {output}: {rule} " + " ".join(i.replace(" ", "$ ").replace(":", "$:") for i in inputs))
-    lines.append(f"default {target} {PROBE}")
+    lines.append(f"default {defaults}")
     (out / "build.ninja").write_text("\n".join(lines) + "\n")
 
 
@@ -273,7 +274,7 @@ def library(plan: dict[str, Any], files: list[tuple[str, str]], work: Path, view
         objects.append(object_name(path))
     target = f"{plan['name']}.so"
     builds += [(target, "link", objects), (PROBE, "probe", objects)]
-    _ninja(out, rules, builds, target)
+    _ninja(out, rules, builds, f"{target} {PROBE}")
     t0 = time.perf_counter()
     readable = [str(src), *(plan.get("include_paths") or []), *([plan["cuda_home"]] if plan.get("cuda_home") else [])]
     code, log = run_jailed(out, src, view, deadline, readable)

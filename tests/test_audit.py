@@ -199,3 +199,13 @@ def test_a_sealed_candidate_keeps_the_thread_pools_its_libraries_use(tmp_path):
     ev = evaluate(problem, load_solution(src, problem.name), EvalOptions(device="cpu", baselines=(), time_candidate=False))
     assert ev.verdict == "passed", [(w.uuid, w.verdict, w.message) for w in ev.workloads]
     assert ev.environment.get("seccomp") in (True, False)
+
+
+def test_a_refused_thread_ends_the_call_with_the_reason_said(big):
+    """A solution that asks for more threads in a sealed candidate fails, and the message says why."""
+    sol = load_solution(HERE / "exploits" / "i21_07_more_threads.py", big.name)
+    ev = evaluate(big, sol, EvalOptions(device="cpu", baselines=(), static_checks=False))
+    w = ev.workloads[0]
+    if ev.environment.get("seccomp") is not True:
+        pytest.skip("no system-call filter on this machine")
+    assert ev.verdict == "runtime_error" and "starts none of its own" in (w.message or ""), (ev.verdict, w.message)

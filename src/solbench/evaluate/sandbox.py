@@ -25,6 +25,10 @@ from typing import Any
 _isolation_ok: bool | None = None
 #: the longest reply line the trusted side reads; a longer one is not a reply (``garbled``)
 MAX_REPLY_BYTES = 8 << 20
+#: what a runtime prints when the system-call filter refuses it a thread (docs/SECURITY.md), and what we add
+SEALED_MARKS = ("Thread creation failed: Operation not permitted", "can't start new thread")
+SEALED_HINT = (" after a thread it asked for was refused: on the CPU, and for compiled languages, a candidate runs on "
+               "the threads the harness gave it and starts none of its own")
 
 
 def namespaces_available() -> bool:
@@ -232,7 +236,9 @@ class CandidateProcess:
             why = "not a child of this process: exit status unknown"
         else:
             why = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        return f"the candidate's process ended ({why}); log tail: {self.log_tail(800)}"
+        tail = self.log_tail(800)
+        hint = SEALED_HINT if any(m in tail for m in SEALED_MARKS) else ""
+        return f"the candidate's process ended ({why}){hint}; log tail: {tail}"
 
     def log_tail(self, n: int) -> str:
         return read_tail(self.log_path, n)

@@ -29,7 +29,7 @@ def test_time_below_sol_is_left_unscored_not_accused(axpy):
     w = judge(axpy, samples_ms=[0.5] * 20, wall_ms=[0.6] * 3)
     assert w.verdict == "passed" and {"below_sol", "bound_suspect"} <= set(w.warnings)
     assert w.sol_score is None and "bound" in w.message
-    from solbench import scoring
+    from solbench.records import scoring
 
     assert scoring.aggregate([w]) is None
 

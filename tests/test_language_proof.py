@@ -239,7 +239,7 @@ def test_the_built_objects_libraries_and_imports_are_read(tmp_path):
 
 def test_vendor_use_becomes_a_verdict_only_under_the_one_language_rule():
     from solbench.evaluate.integrity import linked
-    from solbench.evaluate.verdict import WorkloadResult
+    from solbench.records.verdict import WorkloadResult
 
     def results():
         return [WorkloadResult(uuid="w", verdict="passed", sol_score=0.8)]

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from solbench.cli_compare import compare, compare_rows
 from solbench.errors import UserError
-from solbench.evaluate.verdict import Evaluation, WorkloadResult
+from solbench.records.verdict import Evaluation, WorkloadResult
 from solbench.guard import GuardedTyper
 from solbench.hardware import platform as plat
 from solbench.hardware.platform import (AmdPlatform, CpuPlatform, NvidiaPlatform, Platform, detect_platform,

@@ -1,6 +1,6 @@
 import pytest
 
-from solbench.scoring import fast_p, geomean, mean, sol_score
+from solbench.records.scoring import fast_p, geomean, mean, sol_score
 
 
 def test_sol_score_anchors():
@@ -34,7 +34,7 @@ def test_aggregates():
 def test_an_evaluation_with_an_unscored_workload_has_no_aggregate():
     from types import SimpleNamespace as W
 
-    from solbench.scoring import aggregate
+    from solbench.records.scoring import aggregate
 
     ok = W(verdict="passed", warnings=[], sol_score=0.8)
     failed = W(verdict="runtime_error", warnings=[], sol_score=0.0)

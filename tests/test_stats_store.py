@@ -1,7 +1,7 @@
 import pytest
 
 from solbench.evaluate.stats import converged, summarize
-from solbench.evaluate.verdict import Evaluation, WorkloadResult, worst
+from solbench.records.verdict import Evaluation, WorkloadResult, worst
 from solbench.errors import UserError
 from solbench.store.db import Store
 

@@ -6,13 +6,13 @@ chain a benchmark uses: the evaluation's aggregate and fast_p, a run's mean, the
 and best-so-far, its trial metrics, and the transfer experiment's arms.
 """
 
-from solbench import scoring
+from solbench.records import scoring
 from solbench.agents import metrics
 from solbench.agents.grader import graded_from
 from solbench.agents.loop import AttemptResult
 from solbench.agents.scaffold import best_of
 from solbench.agents.session import trial_of
-from solbench.evaluate.verdict import Evaluation, WorkloadResult
+from solbench.records.verdict import Evaluation, WorkloadResult
 from solbench.experiments import stats, transfer
 
 

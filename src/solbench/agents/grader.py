@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from solbench import scoring
+from solbench.records import scoring
 from solbench.agents.types import Graded, WorkloadFeedback
 from solbench.errors import UserError
 from solbench.problems.heldout import HELDOUT_PREFIX

@@ -10,7 +10,7 @@ Definitions:
 - ``pass@k`` (Chen et al. 2021, unbiased): with n samples of which c pass, 1 - C(n-c, k) / C(n, k): the chance
   that at least one of k samples drawn without replacement passes. Computed per operator, then averaged.
 - correctness rate: share of trials that pass.
-- ``fast_p``: share of trials that pass with speedup strictly greater than p (``solbench.scoring.fast_p``).
+- ``fast_p``: share of trials that pass with speedup strictly greater than p (``solbench.records.scoring.fast_p``).
 - the pass ladder R@t (MetaKernelBench): share of trials that pass with speedup >= t, for t in
   (0, 0.5, 1, 2, 4); R@0 is the pass rate. ``S`` = 100 x the mean of the ladder.
 - mean SOL score: the mean of ``sol_score`` over trials, a failed trial counting 0.
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
-from solbench import scoring
+from solbench.records import scoring
 
 #: MetaKernelBench's ladder thresholds; 0 means "passed"
 THRESHOLDS: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 4.0)
@@ -132,7 +132,7 @@ def correctness_rate(trials: Sequence[Trial]) -> float | None:
 
 
 def fast_p(trials: Sequence[Trial], p: float) -> float | None:
-    """Share of trials that pass with speedup > p (``solbench.scoring.fast_p``); None for no trials."""
+    """Share of trials that pass with speedup > p (``solbench.records.scoring.fast_p``); None for no trials."""
     return scoring.fast_p([t.speedup for t in trials], [succeeded(t) for t in trials], p)
 
 

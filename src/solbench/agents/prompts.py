@@ -328,7 +328,7 @@ def _failure(w: WorkloadFeedback, known: dict[str, WorkloadBrief]) -> str:
 def render_feedback(graded: Graded, brief: ProblemBrief | None = None, template_dirs: Dirs = (),
                     budget: BudgetArg = None, log_chars: int = 3000, log_lines: int = 40) -> str:
     """What comes back after a graded submission: visible workloads only, never held-out ones or their scores."""
-    from solbench.evaluate.verdict import VERDICT_ORDER
+    from solbench.records.verdict import VERDICT_ORDER
 
     visible = [w for w in graded.visible if not w.uuid.startswith(HELDOUT_PREFIX)]
     known = {x.uuid: x for x in (brief.workloads if brief else [])}

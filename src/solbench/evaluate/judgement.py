@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from solbench import scoring
+from solbench.records import scoring
 from solbench.analysis.roofline import Work, sol_time
 from solbench.evaluate.baselines import BASELINE_LABEL
 from solbench.evaluate.stats import summarize
-from solbench.evaluate.verdict import INCORRECT, WorkloadResult
+from solbench.records.verdict import INCORRECT, WorkloadResult
 from solbench.hardware.spec import Ceilings
 from solbench.hardware.telemetry import SLOWDOWN_REASONS
 from solbench.problems.problem import Problem

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from solbench import scoring, tempdirs
+from solbench import tempdirs
+from solbench.records import scoring
 from solbench.analysis.roofline import Work, count_work
 from solbench.evaluate import build_cache, trusted
 from solbench.hardware.platform import detect_platform
@@ -33,7 +34,7 @@ from solbench.evaluate.judgement import judge
 from solbench.evaluate.phases import Phases
 from solbench.evaluate.sandbox import namespaces_available  # noqa: F401  (re-exported)
 from solbench.evaluate.timing import TimingConfig
-from solbench.evaluate.verdict import Evaluation, WorkloadResult, worst
+from solbench.records.verdict import Evaluation, WorkloadResult, worst
 from solbench.hardware.spec import Ceilings, HardwareSpec
 from solbench.problems.problem import Problem
 from solbench.problems.solution import Solution

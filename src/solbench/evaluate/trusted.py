@@ -24,7 +24,7 @@ from solbench.evaluate import limits
 from solbench.evaluate.isolation import die_with_parent
 from solbench import tempdirs
 from solbench.evaluate.sandbox import end_process
-from solbench.evaluate.verdict import VERDICT_ORDER
+from solbench.records.verdict import VERDICT_ORDER
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 _KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",

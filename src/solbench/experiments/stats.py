@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from solbench import scoring
+from solbench.records import scoring
 from solbench.agents.metrics import THRESHOLDS, reaches, s_contribution
 
 METRICS = ("S", "correct", "speed")

@@ -2,23 +2,40 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+
+class Verdict(StrEnum):
+    """A workload's or an evaluation's verdict, worst first: an evaluation's is the worst of its workloads'. A
+    member is its string, so stored results, JSON and comparisons with plain strings read the same."""
+
+    INVALID_REFERENCE = "invalid_reference"
+    """The problem's reference failed on the trusted side: nothing can be judged against it."""
+    REWARD_HACK = "reward_hack"
+    """The solution gamed the harness (its reasons say how): a forged time, tampering, work done elsewhere."""
+    COMPILE_ERROR = "compile_error"
+    """The solution did not build or load (a compiler's error, a refused compile option, a missing symbol)."""
+    TIMEOUT = "timeout"
+    """A call did not answer within the workload's time limit."""
+    RUNTIME_ERROR = "runtime_error"
+    """A call raised, or the candidate's process crashed."""
+    INCORRECT_SHAPE = "incorrect_shape"
+    """An output has another shape than the reference's."""
+    INCORRECT_DTYPE = "incorrect_dtype"
+    """An output has another dtype than the reference's."""
+    INCORRECT_NUMERICAL = "incorrect_numerical"
+    """An output's values are outside the tolerance of the float64 anchor."""
+    UNSUPPORTED = "unsupported"
+    """This machine cannot judge the solution (its language, toolchain or device is missing); never a pass."""
+    PASSED = "passed"
+    """Correct on every draw, with a time where one was asked for."""
+
+
 #: worst first; an evaluation's verdict is the worst of its workloads'
-VERDICT_ORDER = (
-    "invalid_reference",
-    "reward_hack",
-    "compile_error",
-    "timeout",
-    "runtime_error",
-    "incorrect_shape",
-    "incorrect_dtype",
-    "incorrect_numerical",
-    "unsupported",
-    "passed",
-)
+VERDICT_ORDER = tuple(v.value for v in Verdict)
 INCORRECT = {"incorrect_shape", "incorrect_dtype", "incorrect_numerical", "reward_hack", "runtime_error",
              "timeout", "compile_error"}
 

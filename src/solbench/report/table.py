@@ -7,8 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
-from solbench import scoring
-from solbench.evaluate.verdict import Evaluation
+from solbench.records import scoring
+from solbench.records.verdict import Evaluation
 
 _VERDICT_STYLE = {"passed": "green", "unsupported": "yellow", "invalid_reference": "magenta"}
 

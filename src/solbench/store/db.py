@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from solbench.errors import UserError
-from solbench.evaluate.verdict import Evaluation, WorkloadResult
+from solbench.records.verdict import Evaluation, WorkloadResult
 
 SCHEMA_VERSION = 1
 

@@ -15,34 +15,14 @@ The user's files are read, never copied into this repository: the output goes wh
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from solbench.errors import UserError
-from solbench.problems.definition import Definition
+from solbench.problems.directory import slug, write_problem
 from solbench.problems.workload import parse_workload_line
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^0-9a-zA-Z_]+", "_", text).strip("_").lower() or "problem"
-
-
-def _write(out_dir: Path, definition: dict[str, Any], reference: str, workloads: list[dict[str, Any]]) -> Path:
-    try:
-        Definition.model_validate(definition)
-    except ValidationError as exc:
-        raise UserError(f"{definition.get('name')}: the converted definition is not valid: {exc.errors()[0]['msg']}") from None
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot write to {out_dir}: {exc.strerror}") from None
-    (out_dir / "definition.json").write_text(json.dumps(definition, indent=2) + "\n")
-    (out_dir / "reference.py").write_text(reference)
-    (out_dir / "workload.jsonl").write_text("".join(json.dumps(w) + "\n" for w in workloads))
-    return out_dir
 
 
 # ---- KernelBench (problems/kernelbench.py) -------------------------------------------------------------
@@ -125,8 +105,8 @@ def import_flashinfer_trace(path: Path, out_root: Path, force: bool = False) -> 
             raise UserError(f"{def_file}: no workloads found for definition {name!r}")
         definition = dict(definition)
         definition["tags"] = list(definition.get("tags") or []) + ["imported:flashinfer-trace"]
-        target = out_root / _slug(name)
+        target = out_root / slug(name)
         if target.exists() and not force:
             raise UserError(f"{target} exists (--force replaces it)")
-        written.append(_write(target, definition, reference, workloads[name]))
+        written.append(write_problem(target, definition, reference, workloads[name]))
     return written

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from solbench.errors import UserError
-from solbench.problems.importers import _slug, _write
+from solbench.problems.directory import slug, write_problem
 from solbench.problems.kernelbench_probe import (
     ImportFailure,
     build,
@@ -179,7 +179,7 @@ def _convert(f: Path, module, out_root: Path, name: str, target: Path) -> tuple[
     taken = set(inputs)
     state_names = []
     for (dotted, t, is_param), vals in zip(fed, init_vals):
-        pname = _unique("param_" + _slug(dotted), taken)
+        pname = _unique("param_" + slug(dotted), taken)
         dims = [f"{pname}_d{j}" for j in range(t.dim())]
         axes.update({d: {"type": "const", "value": int(v)} for d, v in zip(dims, t.shape)})
         owner = _owner(p.model, dotted)
@@ -234,7 +234,7 @@ def _convert(f: Path, module, out_root: Path, name: str, target: Path) -> tuple[
     shutil.rmtree(staging, ignore_errors=True)
     try:
         try:
-            _write(staging, definition, reference, workloads)
+            write_problem(staging, definition, reference, workloads)
         except UserError as exc:
             raise ImportFailure(str(exc)) from None
         note = check_reference(staging, name)
@@ -282,10 +282,10 @@ def import_kernelbench_report(path: Path, out_root: Path, force: bool = False, p
     report = ImportReport(files=len(files))
     used: set[str] = set()
     for f in files:
-        name = _slug(f.stem)
+        name = slug(f.stem)
         if name in used:  # the same file name in two levels
             level = next((q.name for q in f.parents if q.name.lower().startswith("level")), f.parent.name)
-            name = _slug(f"{level}_{f.stem}")
+            name = slug(f"{level}_{f.stem}")
         used.add(name)
         try:
             target, notes = convert(f, out_root, name, force)

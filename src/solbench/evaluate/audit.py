@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from solbench.evaluate import outside
+from solbench.evaluate import audit_gpu, outside
 from solbench.evaluate.arena import ALIGN, view
 from solbench.evaluate.ring import BOOL_SENTINEL, Layout, sentinel_fill, slot_spec
 from solbench.evaluate.subjects import Rejected
@@ -57,7 +57,6 @@ AGREE = {"cuda": 0.9, "cpu": 0.35}
 ABS_TOL_MS = {"cuda": 0.08, "cpu": 0.15}
 #: the CPU time a call may use per allowed thread, over its wall time, before it counts as extra threads
 CPU_OVER_WALL = 1.25
-MAX_HOLD_S = 0.02  # a call whose host side takes longer than this cannot be audited on the GPU
 AUDIT_DRAWS = 2_000_000  # draw numbers of audited calls (timed calls' are below)
 RECHECK = 0.4  # the share of audited calls judged against the reference (every one is checked for presence)
 
@@ -76,7 +75,6 @@ class Audit:
     trusted_ms: list[float] = field(default_factory=list)  # per counted call: bracket less overheads
     overhead_ms: float = 0.0
     own_ms: float = 0.0  # the trusted side's own work inside a bracket
-    cpu_ms: list[float] = field(default_factory=list)  # CPU: the candidate's CPU time per call
     late: int = 0  # GPU calls not counted: the host side outlasted the hold
     rechecked: int = 0  # audited calls judged against the reference
 
@@ -269,8 +267,6 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
     probe = draw(seeds[0])
     slots = Slots(sub, probe, shapes, inplace)
     values = [_values(probe)] * len(seeds)  # plain values do not vary between draws of one workload
-    from solbench.evaluate import audit_gpu
-
     runner = audit_gpu.GpuAudit if cuda else CpuAudit
     engine = runner(sub, slots, calib)
     _begin(sub, slots, values)
@@ -301,7 +297,6 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
     except (Rejected, Unaudited):
         _end(sub, quiet=True)
         raise
-    audit.cpu_ms = engine.cpu_ms
     audit.rechecked = checked
     _end(sub)
     engine.finish(audit, warm)
@@ -417,7 +412,7 @@ def confirm(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: l
         return {"audit_unconfirmed": str(why)[:300]}
     if len(audit.trusted_ms) < audit_calls(samples_ms, kind) // 2:
         return dict(audit.record(), audit_unconfirmed=f"{audit.late} audited calls took longer on the host than "
-                    f"the longest hold ({MAX_HOLD_S * 1e3:.0f} ms)")
+                    f"the longest hold ({audit_gpu.MAX_HOLD_S * 1e3:.0f} ms)")
     outcome, why = verdict(samples_ms, audit, calib, ctx.dev.type)
     if outcome == "forged":
         raise Rejected(["time_forgery"], why)

@@ -125,7 +125,7 @@ def wait_blocked(pid: int, limit_s: float = 0.05) -> bool:
                       for t in Path(f"/proc/{pid}/task").iterdir()]
         except (OSError, IndexError):
             return False
-        if all(s not in ("R",) for s in states):
+        if all(s != "R" for s in states):
             return True
         if time.perf_counter() > deadline:
             return False

@@ -95,38 +95,7 @@ def object_imports(data: bytes) -> set[str]:
         return set()
 
 
-@dataclass
-class Symbols:
-    """A relocatable object's symbol table: what it calls and what it defines."""
-
-    undefined: set[str] = field(default_factory=set)
-    defined: set[str] = field(default_factory=set)
-
-
-def kept_symbols(data: bytes) -> set[str] | None:
-    """Every symbol an ELF file's full symbol table (SHT_SYMTAB) defines, local ones included: in a linked
-    library, what the link kept. None when the file has no such table (stripped)."""
-    if not is_elf(data):
-        return None
-    try:
-        table = _parse(data, table=2, local=True)
-    except (struct.error, IndexError, ValueError):
-        return None
-    return table.defined if table.defined else None
-
-
-def object_symbols(data: bytes) -> Symbols:
-    """The undefined and the defined (global, weak or unique) symbols of an ELF object's symbol table."""
-    if not is_elf(data):
-        return Symbols()
-    try:
-        table = _parse(data, table=2)
-    except (struct.error, IndexError, ValueError):
-        return Symbols()
-    return Symbols(set(table.undefined), set(table.defined))
-
-
-def _parse(data: bytes, table: int = 11, local: bool = False) -> Dynamic:
+def _parse(data: bytes, table: int = 11) -> Dynamic:
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
@@ -157,7 +126,7 @@ def _parse(data: bytes, table: int = 11, local: bool = False) -> Dynamic:
                     out.undefined.append(name)
                     if bind == 2:  # STB_WEAK
                         out.weak.add(name)
-                elif bind in (1, 2, 10) or local:  # global, weak, unique (and local ones, asked for)
+                elif bind in (1, 2, 10):  # global, weak, unique
                     out.defined.add(name)
     return out
 

@@ -43,6 +43,7 @@ def main() -> None:
         for w in ev.workloads:
             row = {"problem": problem.name, "workload": w.uuid, "verdict": w.verdict, "reasons": w.reasons,
                    "claim_ms": w.time_ms, "audit_ms": w.audit_ms, "audit_calls": w.audit_calls,
+                   "audit_group": w.audit_group, "resolution_ms": w.audit_resolution_ms,
                    "overhead_ms": w.audit_overhead_ms, "warnings": w.warnings,
                    "message": (w.message or "")[:400]}
             if w.time_ms and w.audit_ms:
@@ -50,7 +51,7 @@ def main() -> None:
                 row["ratio"] = w.audit_ms / w.time_ms
             rows.append(row)
             print(f"{problem.name:28s} {w.uuid[:28]:28s} {w.verdict:14s} claim {w.time_ms or 0:9.4f} ms  audit "
-                  f"{w.audit_ms or float('nan'):9.4f} ms  diff {row.get('diff_us', float('nan')):8.2f} us  "
+                  f"{w.audit_ms or float('nan'):9.4f} ms  x{w.audit_group or 0:<3d} diff {row.get('diff_us', float('nan')):8.2f} us  "
                   f"{','.join(r for r in w.reasons)[:30]}", flush=True)
     diffs = [r["diff_us"] for r in rows if "diff_us" in r]
     ratios = [r["ratio"] for r in rows if "ratio" in r]

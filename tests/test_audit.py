@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from solbench.evaluate import outside, seccomp
-from solbench.evaluate.audit import ABS_TOL_MS, Audit, Calibration, resolution, verdict
+from solbench.evaluate.audit import ABS_TOL_MS, CALL_TOL_MS, Audit, Calibration, resolution, verdict
 from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.evaluate.sandbox import MAX_REPLY_BYTES, CandidateProcess, SandboxSpec
 from solbench.problems.problem import load_problem
@@ -19,13 +19,24 @@ HERE = Path(__file__).parent
 BIG = HERE / "exploits" / "problem_i21_big"
 
 
-def _audit(ms):
-    return Audit(method="stamps", trusted_ms=list(ms))
+def _audit(ms, group=1):
+    return Audit(method="stamps", trusted_ms=list(ms), group=group)
 
 
 def test_a_median_far_below_the_audit_is_forged():
-    out, why = verdict([0.6] * 50, _audit([1.0, 1.01, 0.99, 1.0, 1.02, 0.98] * 2), Calibration(0.29, 0.001), "cuda")
-    assert out == "forged" and "1 ms" in why
+    out, why = verdict([0.6] * 50, _audit([1.0, 1.01, 0.99, 1.0, 1.02, 0.98] * 2, 4), Calibration(0.29, 0.001),
+                       "cuda")
+    assert out == "forged" and "1 ms" in why and "48 audited calls" in why
+
+
+def test_a_groups_calls_share_the_brackets_tolerance():
+    """A bracket's tolerance is shared among the calls of its group: the same per-call times are a forgery in
+    groups of 16 and within the resolution in brackets of one call each."""
+    xs = [0.1, 0.101, 0.099, 0.1] * 3
+    assert verdict([0.03] * 50, _audit(xs, 16), Calibration(0.29, 0.001), "cuda")[0] == "forged"
+    assert verdict([0.03] * 50, _audit(xs, 1), Calibration(0.29, 0.001), "cuda")[0] == "confirmed"
+    assert resolution(_audit(xs, 16), Calibration(0.29, 0.001), "cuda") == pytest.approx(
+        CALL_TOL_MS["cuda"] + ABS_TOL_MS["cuda"] / 16)
 
 
 def test_an_honest_median_within_the_resolution_is_confirmed():
@@ -181,7 +192,7 @@ def test_an_honest_gpu_time_is_confirmed_by_the_trusted_clock(big):
         [(w.warnings, w.message) for w in ev.workloads]
     for w in ev.workloads:
         assert w.audit_method == "stamps" and w.audit_calls and w.audit_calls >= 8, w
-        assert w.audit_resolution_ms >= ABS_TOL_MS["cuda"]
+        assert w.audit_resolution_ms >= ABS_TOL_MS["cuda"] / w.audit_group + CALL_TOL_MS["cuda"] - 1e-9
         assert 0.5 * w.time_ms - 0.1 < w.audit_ms < 2 * w.time_ms + 0.1, (w.audit_ms, w.time_ms)
 
 

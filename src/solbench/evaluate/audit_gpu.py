@@ -1,18 +1,22 @@
-"""The GPU's audit (``audit``): each call bracketed by the trusted worker's ``%globaltimer`` stamps.
+"""The GPU's audit (``audit``): groups of calls bracketed by the trusted worker's ``%globaltimer`` stamps.
 
-Per call, on the trusted worker's own stream: hold the device, flush the last-level cache, stamp, copy the
-call's inputs into its slot and fill its output room, raise the ``go`` flag (``memops``); the candidate's
-stream waits for it, calls, and raises the ``done`` flag; the trusted stream waits for that, stamps, and copies
-the slot out. The inputs exist nowhere before the first stamp, so no work on them can run before the clock
-starts (without MPS another process's kernels can run between two of the trusted stream's, in its time
-slices); the copies and the fill are the trusted side's own share of the bracket, timed alone, and the
-hand-over is calibrated against a null candidate. The hold
-outlasts the candidate's host side (the trusted side measures the hand-over on the host, and a call whose host
-side outlasted its hold is not counted), so the candidate's launches are queued before A completes.
+Per group of ``m`` calls, on the trusted worker's own stream: hold the device, stamp, copy each call's inputs
+into its slot and fill its output room, flush the last-level cache, raise the ``go`` flag (``memops``); the
+candidate's stream waits for it, makes the ``m`` calls one after another, each on its own slot, and raises the
+``done`` flag; the trusted stream waits for that, stamps, and copies the slots out. The inputs exist nowhere
+before the first stamp, so no work on them can run before the clock starts (without MPS another process's
+kernels can run between two of the trusted stream's, in its time slices), and they are all in device memory,
+none in the cache, when the first call starts. The copies, the fill and the flush are the trusted side's own
+share of the bracket, timed alone; the hand-over between the two processes is calibrated against a null
+candidate. The hand-over's noise (tens of microseconds on the H200, docs/PERFORMANCE.md) is a bracket's, so a
+group of ``m`` calls divides it by ``m`` (``group_size``). The hold outlasts the candidate's host side (the
+trusted side measures the hand-over on the host, and a group whose host side outlasted its hold is not counted),
+so the candidate's launches are queued before the device is let go.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Any
@@ -24,15 +28,30 @@ from solbench.evaluate.ring import slot_spec
 OWN_REPS = 5
 FIRST_HOLD_S = 0.002
 MIN_HOLD_S = 0.0003
-MAX_HOLD_S = 0.02  # a call whose host side takes longer than this cannot be audited on the GPU
+MAX_HOLD_S = 0.03  # a group whose host side takes longer than this cannot be audited on the GPU
+GROUP_MS = 2.0  # the device time a group of calls aims at (by the timing's median)
+MAX_GROUP = 64  # calls in one group at most
+GROUP_BYTES = 8 << 30  # the slots of one group at most, in bytes (and a quarter of the device's free memory)
+
+
+class Unaudited(Exception):
+    """The audit could not be made (the time stays unconfirmed)."""
+
+
+def group_size(claimed_ms: float, slot_bytes: int, free_bytes: int) -> int:
+    """How many calls one bracket holds: enough for ``GROUP_MS`` of device time by the timing's median, at most
+    ``MAX_GROUP`` and as many slots as ``GROUP_BYTES`` (or a quarter of the free memory) holds, at least one."""
+    want = MAX_GROUP if claimed_ms <= 0 else math.ceil(GROUP_MS / claimed_ms)
+    room = min(GROUP_BYTES, free_bytes // 4) // max(1, slot_bytes)
+    return max(1, min(MAX_GROUP, want, room))
 
 
 class GpuAudit:
-    def __init__(self, sub, slots, calib):
+    def __init__(self, sub, slots, calib, group: int):
         import torch
 
         self.torch = torch
-        self.sub, self.slots, self.calib = sub, slots, calib
+        self.sub, self.slots, self.calib, self.group = sub, slots, calib, group
         self.dev = sub.ctx.dev
         self.stream = torch.cuda.Stream(self.dev)
         self.stamps = torch.zeros(2, dtype=torch.int64, device=self.dev)
@@ -45,68 +64,89 @@ class GpuAudit:
         try:
             memops.wait(self.stream, self.go, 0)  # a wait that holds nothing: the driver offers them
         except memops.MemopsUnavailable as exc:
-            from solbench.evaluate.audit import Unaudited
-
             raise Unaudited(str(exc)) from None
 
     def _bracket(self, work) -> float:
-        """The trusted stream's stamps around ``work()`` alone, in ms."""
+        """The trusted stream's stamps around ``work()`` alone, in ms: behind a hold that outlasts its launches
+        (as in a group's bracket), so that the stamps hold the device's time, not the host's."""
         torch = self.torch
-        with torch.cuda.stream(self.stream):
-            audit_clock.stamp(self.stamps, 0)
-            work()
-            audit_clock.stamp(self.stamps, 1)
-        self.stream.synchronize()
-        return audit_clock.spans_ms(self.stamps)[0]
+        while True:
+            t0 = time.perf_counter()
+            with torch.cuda.stream(self.stream):
+                audit_clock.hold(self.hold_s)
+                audit_clock.stamp(self.stamps, 0)
+                work()
+                audit_clock.stamp(self.stamps, 1)
+            host_s = time.perf_counter() - t0
+            self.stream.synchronize()
+            if host_s < self.hold_s or self.hold_s >= MAX_HOLD_S:
+                return audit_clock.spans_ms(self.stamps)[0]
+            self.hold_s = min(MAX_HOLD_S, 2 * host_s + 1e-4)
 
-    def own_ms(self, probe: list[Any]) -> float:
-        """The trusted side's own work inside a call's bracket, timed here alone: the copies of the inputs into the
-        slot and the sentinel fill (after the first stamp, so that the inputs exist nowhere before the clock
-        starts), and where the candidate returns its outputs instead of writing them, their copy into the slot."""
+    def own_ms(self, probe: list[Any], m: int) -> float:
+        """The trusted side's own work inside a group's bracket, timed here alone: the copies of the inputs into
+        the slots, the sentinel fill and the flush (after the first stamp, so that the inputs exist nowhere before
+        the clock starts), and where the candidate returns its outputs instead of writing them, their copies into
+        the slots."""
         torch = self.torch
+        slots = list(range(m))
         self.stream.wait_stream(torch.cuda.current_stream(self.dev))
-        own = statistics.median(self._bracket(lambda: self.slots.fill(0, probe)) for _ in range(OWN_REPS))
+
+        def fill():
+            for s in slots:
+                self.slots.fill(s, probe)
+            self.sub.ctx.flusher()
+
+        own = statistics.median(self._bracket(fill) for _ in range(OWN_REPS))
         if self.sub.subject.get("dps", True) or not self.slots.layout.outputs:
             return own
         blocks = self.slots.layout.outputs
 
         def store():
-            for b in blocks:
-                view(self.slots.arena.buf, slot_spec(b, 1)).copy_(view(self.slots.arena.buf, slot_spec(b, 0)))
+            for s in slots:
+                for b in blocks:
+                    view(self.slots.arena.buf, slot_spec(b, s)).copy_(view(self.slots.arena.buf, slot_spec(b, 0)))
 
         return own + statistics.median(self._bracket(store) for _ in range(OWN_REPS))
 
-    def call(self, k: int, s: int, inputs: list[Any], values: list[Any]):
-        """Audit one call: (outputs, inputs after, bracket in ms or None when not counted)."""
-        from solbench.evaluate.audit import _call
+    def call(self, k: int, first: int, inputs: list[list[Any]], values: list[Any]):
+        """Audit group ``k``, one call per input set on slots ``first``, ``first + 1``, ...: (outputs per call,
+        inputs after per call, the bracket in ms or None when not counted)."""
+        from solbench.evaluate.audit import _answer, _call
 
         torch = self.torch
-        flusher = self.sub.ctx.flusher
+        n = self.slots.layout.n
+        slots = [(first + j) % n for j in range(len(inputs))]
         hold_s = self.hold_s
         self.stream.wait_stream(torch.cuda.current_stream(self.dev))  # the inputs were drawn there
         t_hold = time.perf_counter()
         with torch.cuda.stream(self.stream):
             audit_clock.hold(hold_s)
-            flusher()
             audit_clock.stamp(self.stamps, 0)
-            self.slots.fill(s, inputs)
+            for s, x in zip(slots, inputs):
+                self.slots.fill(s, x)
+            self.sub.ctx.flusher()
         memops.write(self.stream, self.go, k + 1)
-        _call(self.sub, k, s)
+        _call(self.sub, k, first, len(inputs), "queued")
         host_s = time.perf_counter() - t_hold
+        _answer(self.sub, k, "ok")  # the candidate's stream has ended: the trusted stream has nothing waiting
         memops.wait(self.stream, self.done, k + 1)
         with torch.cuda.stream(self.stream):
             audit_clock.stamp(self.stamps, 1)
-            outs, after = self.slots.take(s, values)
+            taken = [self.slots.take(s, values) for s in slots]
         self._settle(k)
         self.hold_s = min(MAX_HOLD_S, max(MIN_HOLD_S, self.hold_s if host_s < hold_s else 0.0, 2 * host_s + 1e-4))
+        if host_s >= MAX_HOLD_S / 2 and self.group > 1:  # the next groups smaller, so that their host side fits
+            self.group = max(1, int(self.group * MAX_HOLD_S / (2 * host_s)))
+        outs, after = [t[0] for t in taken], [t[1] for t in taken]
         if host_s >= hold_s:
             return outs, after, None  # the candidate's launches may have come after the go flag: not counted
         return outs, after, audit_clock.spans_ms(self.stamps)[0]
 
     def _settle(self, k: int) -> None:
-        """Wait for the call's bracket to end, within the candidate's time left. A candidate that answered ``ok``
-        but never raised its ``done`` flag would hold the trusted stream for ever: past the limit the trusted
-        side raises the flag itself, from a stream of its own, and the call is not audited."""
+        """Wait for the group's bracket to end, within the candidate's time left. A candidate that answered
+        ``ok`` but never raised its ``done`` flag would hold the trusted stream for ever: past the limit the
+        trusted side raises the flag itself, from a stream of its own, and the group is not audited."""
         torch = self.torch
         end = torch.cuda.Event()
         end.record(self.stream)
@@ -117,8 +157,6 @@ class GpuAudit:
                 rescue = torch.cuda.Stream(self.dev)
                 memops.write(rescue, self.done, k + 1)
                 self.stream.synchronize()
-                from solbench.evaluate.audit import Unaudited
-
                 raise Unaudited("an audited call did not end within the candidate's time limit")
             time.sleep(pause)
             pause = min(2 * pause, 1e-3)

@@ -1,10 +1,13 @@
-"""The candidate's side of an audit (``audit``): calls handed over one at a time by the trusted worker.
+"""The candidate's side of an audit (``audit``): groups of calls handed over one at a time by the trusted worker.
 
 After ``audit`` (the slots' layout; on the GPU where the hand-over's flags lie in the arena) the candidate
-answers ``audit_ready``, then reads lines ``go K S``: on the GPU it makes its stream wait for the ``go`` flag to
-reach K+1 (``memops``), calls the solution on slot S's inputs (its outputs written into slot S: directly in
-destination-passing style, else copied there), joins its other streams, raises the ``done`` flag to K+1 behind
-all of that, then answers ``ok K``; on the CPU it calls the solution on slot S and answers, so that the CPU
+answers ``audit_ready``, then reads lines ``go K S M``: on the GPU it makes its stream wait for the ``go`` flag
+to reach K+1 (``memops``), calls the solution on the inputs of slots S, S+1, ... S+M-1 in turn (each call's
+outputs written into its slot: directly in destination-passing style, else copied there; its other streams
+joined), raises the ``done`` flag to K+1 behind all of that, answers ``queued K``, waits for its stream to end
+and answers ``ok K`` (so that the trusted stream has no work waiting, to be given time slices, while the calls
+run); on the CPU (where M is 1)
+it calls the solution on slot S and answers, so that the CPU
 time the trusted side reads holds the call and no copy of the harness's (but a returned output's copy into the
 slot, which the null candidate's calibration holds too). ``audit_end`` ends the audit with a full reply (its
 checks, its harness digest). Nothing here times anything: the trusted side's clock does (``audit``).
@@ -107,32 +110,46 @@ def _loop(cand, buf, layout, values, stream, flags: tuple[int, int]) -> None:
 
             cand.chan.nonce = json.loads(line).get("nonce")
             return
-        _, k, s = line.split()
-        k, s = int(k), int(s)
-        if s not in slots:  # a workload's plain values are the same in every call
-            slots[s] = _args(buf, layout, values[k], s, cand.dps)
-        args = slots[s]
+        _, k, s, m = line.split()
+        k, first, m = int(k), int(s), int(m)
+        group = [(first + j) % int(layout["n"]) for j in range(m)]
+        for s in group:
+            if s not in slots:  # a workload's plain values are the same in every call
+                slots[s] = _args(buf, layout, values[k], s, cand.dps)
         if stream is None:  # the call on the slot itself: no copy of the harness's in the CPU time read
-            result = cand._in_solution(lambda: fn(*args))
-            _checked(result)
-            if not cand.dps:
-                _store(torch, buf, layout, s, result)
-        else:
-            with torch.cuda.stream(stream):
-                memops.wait(stream, flags[0], k + 1)
-                cand.streams.begin_timed_call()
-                try:
-                    result = cand._in_solution(lambda: fn(*args))
-                    _checked(result)
-                    for mark in cand.streams.tails():  # the solution's other streams, joined before the end
-                        stream.wait_event(mark)
-                finally:
-                    cand.streams.end_timed_call()
+            for s in group:
+                result = cand._in_solution(lambda: fn(*slots[s]))
+                _checked(result)
                 if not cand.dps:
                     _store(torch, buf, layout, s, result)
-                memops.write(stream, flags[1], k + 1)
+        else:
+            calls = [(s, slots[s]) for s in group]
+            _group_on(cand, stream, flags, k, calls, lambda s, r: _store(torch, buf, layout, s, r), fn)
+            cand.chan.reply.write(f"queued {k}\n")  # the trusted side's hold must outlast this much
+            cand.chan.reply.flush()
+            stream.synchronize()  # then ``ok``: the trusted stream waits for the done flag only after it
         cand.chan.reply.write(f"ok {k}\n")
         cand.chan.reply.flush()
+
+
+def _group_on(cand, stream, flags: tuple[int, int], k: int, group: list[tuple[int, list[Any]]], store, fn) -> None:
+    """Group ``k`` on the GPU: the stream waits for the ``go`` flag, makes each call in turn (its outputs into its
+    slot, its other streams joined), then raises the ``done`` flag behind all of them."""
+    torch = cand.torch
+    with torch.cuda.stream(stream):
+        memops.wait(stream, flags[0], k + 1)
+        for s, args in group:
+            cand.streams.begin_timed_call()
+            try:
+                result = cand._in_solution(lambda: fn(*args))
+                _checked(result)
+                for mark in cand.streams.tails():  # the solution's other streams, joined before the end
+                    stream.wait_event(mark)
+            finally:
+                cand.streams.end_timed_call()
+            if not cand.dps:
+                store(s, result)
+        memops.write(stream, flags[1], k + 1)
 
 
 def _checked(result: Any) -> None:

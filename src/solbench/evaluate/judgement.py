@@ -60,6 +60,7 @@ def judge(problem: Problem, uuid: str, r: dict[str, Any] | None, base: dict[str,
                          phases={k: v for k, v in (r.get("phases") or {}).items() if isinstance(v, (int, float))},
                          limit_s=r.get("limit_s") if isinstance(r.get("limit_s"), (int, float)) else None,
                          audit_ms=r.get("audit_ms"), audit_calls=r.get("audit_calls"),
+                         audit_group=r.get("audit_group"),
                          audit_method=r.get("audit_method"), audit_overhead_ms=r.get("audit_overhead_ms"),
                          audit_resolution_ms=r.get("audit_resolution_ms"))
     res.warnings.extend(w for w in (r.get("warnings") or []) if w in WORKER_WARNINGS)

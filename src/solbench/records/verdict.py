@@ -82,8 +82,9 @@ class WorkloadResult(BaseModel):
     #: the audit (``audit``): the trusted side's own time per call, from its clock, and how it was taken
     audit_ms: float | None = None
     audit_calls: int | None = None
-    audit_method: str | None = None  # "stamps" (GPU: %globaltimer around each call) or "wall" (CPU)
-    audit_overhead_ms: float | None = None  # what was subtracted from each bracket (hand-over, own work)
+    audit_group: int | None = None  # calls per bracket (GPU: a group of calls between two stamps)
+    audit_method: str | None = None  # "stamps" (GPU: %globaltimer around each group) or "cpu_time" (CPU)
+    audit_overhead_ms: float | None = None  # what was subtracted per call (hand-over, own work, gap between calls)
     audit_resolution_ms: float | None = None  # the least disagreement with the timing the audit tells from noise
     # baselines (ms)
     eager_ms: float | None = None

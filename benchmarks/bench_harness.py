@@ -137,7 +137,7 @@ def profile_cost(device: str, n: int, hold: bool, out: str | None) -> int:
     its time limit still reports the pairs it finished). Baselines are left out, so neither run pays for
     measuring them; each solution is evaluated once first, uncounted, so its kernels are compiled for both; and
     which mode runs first alternates from one solution to the next."""
-    from solbench.evaluate.timing import TimingConfig
+    from solbench.evaluate.timing.rounds import TimingConfig
 
     hw = detect(device)
 
@@ -219,7 +219,7 @@ def main() -> int:
         return profile_cost(args.device, args.profile_cost, args.hold, args.out)
     store = Store(args.db)
     if not args.analyse_only:
-        from solbench.evaluate.timing import TimingConfig
+        from solbench.evaluate.timing.rounds import TimingConfig
 
         hw = detect(args.device)
         only = set(args.only.split(",")) if args.only else None

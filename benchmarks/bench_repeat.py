@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from solbench.evaluate.runner import EvalOptions, evaluate
-from solbench.evaluate.timing import TimingConfig
+from solbench.evaluate.timing.rounds import TimingConfig
 from solbench.hardware.registry import detect
 from solbench.problems.solution import load_solution
 from solbench.problems.suite import select_problems

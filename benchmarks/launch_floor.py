@@ -11,7 +11,7 @@ import sys
 import torch
 
 from solbench.evaluate.integrity.language import profiler_session
-from solbench.evaluate.timing import Flusher
+from solbench.evaluate.timing.rounds import Flusher
 
 if not torch.cuda.is_available():
     sys.exit("needs a GPU")

@@ -84,7 +84,7 @@ def cupti_times(cases: list[Case], calls: int, seed: int, deadline: float) -> di
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from solbench.evaluate.timing import Flusher
+    from solbench.evaluate.timing.rounds import Flusher
 
     cuda_type = torch.autograd.DeviceType.CUDA
     flush = Flusher(max(torch.cuda.get_device_properties(0).L2_cache_size, 60 << 20), torch.device("cuda"))
@@ -214,9 +214,9 @@ def release_memory() -> None:
 def retire_workers() -> None:
     """The evaluator's trusted worker ended before ncu runs (it would sit on the GPU, idle, through the run)."""
     try:
-        from solbench.evaluate import trusted
+        from solbench.evaluate.trusted import keeper
 
-        trusted.retire_all()
+        keeper.retire_all()
     except Exception:
         pass
 

@@ -24,7 +24,7 @@ def _med(fn, n: int = 20) -> float:
 def _child(conn) -> None:
     import torch
 
-    from solbench.evaluate import arena as arena_mod
+    from solbench.evaluate.boundary import arena as arena_mod
 
     torch.cuda.init()
     times = []
@@ -45,10 +45,10 @@ def main() -> None:
     import torch
     import triton  # noqa: F401
 
-    import solbench.evaluate.candidate  # noqa: F401  (the harness modules a candidate process holds)
-    import solbench.evaluate.ring as ring
-    import solbench.evaluate.timing  # noqa: F401
-    from solbench.evaluate import arena as arena_mod
+    import solbench.evaluate.candidate.process  # noqa: F401  (the harness modules a candidate process holds)
+    import solbench.evaluate.boundary.ring as ring
+    import solbench.evaluate.timing.rounds  # noqa: F401
+    from solbench.evaluate.boundary import arena as arena_mod
     from solbench.evaluate.integrity import tamper
 
     dev = torch.device("cuda")

@@ -1,4 +1,4 @@
-"""Which step of a candidate's isolation (evaluate/isolation.py) a machine's GPU stack tolerates: each set of steps
+"""Which step of a candidate's isolation (evaluate/isolation/namespaces.py) a machine's GPU stack tolerates: each set of steps
 runs in a fresh child (new user, mount, network and PID namespaces), then the child initialises CUDA through
 torch and runs a kernel, or (--ipc) opens a CUDA IPC handle of this process's, as a candidate opens its arena.
 Prints one line per set: ok, or the error.
@@ -14,7 +14,7 @@ import sys
 import tempfile
 import traceback
 
-from solbench.evaluate import isolation as iso
+from solbench.evaluate.isolation import namespaces as iso
 
 STEPS = {
     "namespaces": [],
@@ -76,7 +76,7 @@ def _child(steps: list[str], view: iso.View, device: str, handle_fd: int | None 
             import torch
 
             if handle_fd is not None:  # open the parent's arena as a candidate does
-                from solbench.evaluate.arena import attach
+                from solbench.evaluate.boundary.arena import attach
 
                 data = b""
                 while not data.endswith(b"\n"):
@@ -125,7 +125,7 @@ def main() -> int:
 
         import torch
 
-        from solbench.evaluate.arena import Arena
+        from solbench.evaluate.boundary.arena import Arena
 
         arena = Arena(1 << 20, torch.device(args.device), private)
         arena.buf.fill_(7)

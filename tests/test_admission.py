@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from conftest import AXPY
 from solbench.evaluate import admission
-from solbench.evaluate.footprint import footprint
+from solbench.evaluate.trusted.footprint import footprint
 from solbench.problems.problem import load_problem
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agents_loopback import LoopbackServer, code_reply, delay, no_code_reply, reply
-from solbench.evaluate.sandbox import namespaces_available
+from solbench.evaluate.isolation.sandbox import namespaces_available
 
 ROOT = Path(__file__).resolve().parents[1]
 AXPY = ROOT / "tests" / "fixtures" / "problems" / "axpy"

@@ -22,7 +22,7 @@ from solbench.agents.loop import AttemptResult
 from solbench.agents.models import ModelConfig
 from solbench.agents.session import Setup, attempt_tag, run_attempt, trajectory_key
 from solbench.agents.types import Budget, Graded
-from solbench.evaluate.sandbox import namespaces_available
+from solbench.evaluate.isolation.sandbox import namespaces_available
 from solbench.store.db import Store
 from solbench.store.journal import Journal, ensure, seal_key
 

@@ -24,7 +24,7 @@ from solbench.agents.scaffold import Layout, run_external
 from solbench.agents.session import Setup, agent_view
 from solbench.agents.types import Budget, Price, Usage
 from solbench.errors import UserError
-from solbench.evaluate.sandbox import namespaces_available
+from solbench.evaluate.isolation.sandbox import namespaces_available
 from solbench.store.db import Store
 from test_agent_scaffold import TASK, TEMPLATE, FakeGrader, _alive_with
 
@@ -157,7 +157,7 @@ def test_the_proxy_refuses_a_request_once_the_budget_is_spent(tmp_path):
 
 
 def test_an_agent_without_namespaces_is_refused_unless_asked(monkeypatch):
-    import solbench.evaluate.sandbox as sandbox
+    import solbench.evaluate.isolation.sandbox as sandbox
 
     monkeypatch.setattr(sandbox, "namespaces_available", lambda: False)
     with pytest.raises(UserError, match="--unsandboxed-agent"):

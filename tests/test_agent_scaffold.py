@@ -15,7 +15,7 @@ from solbench.agents import jail
 from solbench.agents.agent_logs import parse_usage
 from solbench.agents.scaffold import best_of, run_external
 from solbench.agents.types import Budget, Graded, Usage
-from solbench.evaluate.sandbox import namespaces_available
+from solbench.evaluate.isolation.sandbox import namespaces_available
 
 AGENT = Path(__file__).parent / "scripted_agent.py"
 #: the scripted agent travels in the workspace: the sandbox shows nothing of the repository

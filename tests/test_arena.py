@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from solbench.evaluate.arena import Arena, attach, dtype_from_name, view
+from solbench.evaluate.boundary.arena import Arena, attach, dtype_from_name, view
 
 
 def test_slots_round_trip_through_a_second_process(tmp_path):
@@ -19,7 +19,7 @@ def test_slots_round_trip_through_a_second_process(tmp_path):
     assert all(s["offset"] % 256 == 0 for s in (slots[0], slots[1], slots[3]))
     # another process attaches, reads the inputs and writes the output slot
     code = ("import json, sys, torch\n"
-            "from solbench.evaluate.arena import attach, view\n"
+            "from solbench.evaluate.boundary.arena import attach, view\n"
             "msg = json.loads(sys.stdin.read())\n"
             "buf = attach(msg['handle'])\n"
             "x, y, out = (view(buf, s) for s in (msg['slots'][0], msg['slots'][1], msg['slots'][3]))\n"

@@ -1,4 +1,4 @@
-"""The audit (evaluate/audit.py): a candidate's time held against the trusted side's own clock, what the trusted
+"""The audit (evaluate/timing/audit.py): a candidate's time held against the trusted side's own clock, what the trusted
 side reads from outside a process (outside.py), the system-call filter (seccomp.py) and the bounded reply pipe."""
 
 import os
@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from solbench.evaluate import outside, seccomp
-from solbench.evaluate.audit import ABS_TOL_MS, CALL_TOL_MS, Audit, Calibration, resolution, verdict
+from solbench.evaluate.isolation import outside
+
+from solbench.evaluate.isolation import seccomp
+from solbench.evaluate.timing.audit import ABS_TOL_MS, CALL_TOL_MS, Audit, Calibration, resolution, verdict
 from solbench.evaluate.runner import EvalOptions, evaluate
-from solbench.evaluate.sandbox import MAX_REPLY_BYTES, CandidateProcess, SandboxSpec
+from solbench.evaluate.isolation.sandbox import MAX_REPLY_BYTES, CandidateProcess, SandboxSpec
 from solbench.problems.problem import load_problem
 from solbench.problems.solution import load_solution
 

@@ -138,7 +138,7 @@ def test_which_emulations_meet_the_fp32_and_tf32_tolerances():
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(192, 4096, generator=g), torch.randn(512, 4096, generator=g) / 64
     anchor, ref = a.double() @ b.double().T, a @ b.T
-    allowed = 1e-5 + 1e-4 * anchor.abs() + 2 * (ref.double() - anchor).abs()  # evaluate/correctness.py, fp32
+    allowed = 1e-5 + 1e-4 * anchor.abs() + 2 * (ref.double() - anchor).abs()  # evaluate/verdict/correctness.py, fp32
 
     def tf32(x):  # round to nearest even at 10 explicit mantissa bits
         i = x.view(torch.int32)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from solbench.evaluate.correctness import compare_output, tolerance_for
+from solbench.evaluate.verdict.correctness import compare_output, tolerance_for
 from solbench.problems.definition import Tolerance
 
 
@@ -81,7 +81,7 @@ def _tol(dtype):
 
 
 def test_compare_mode_set_ignores_order_along_dim():
-    from solbench.evaluate.correctness import compare
+    from solbench.evaluate.verdict.correctness import compare
 
     ref = torch.arange(12).reshape(3, 4)
     got = ref.flip(-1)
@@ -92,7 +92,7 @@ def test_compare_mode_set_ignores_order_along_dim():
 
 
 def test_compare_mode_fp8_within_one_step():
-    from solbench.evaluate.correctness import compare
+    from solbench.evaluate.verdict.correctness import compare
 
     ref = torch.tensor([1.0, 1.125, -3.0, 0.5]).to(torch.float8_e4m3fn)
     one_up = torch.tensor([1.125, 1.25, -3.25, 0.5625]).to(torch.float8_e4m3fn)  # one e4m3 step each
@@ -104,7 +104,7 @@ def test_compare_mode_fp8_within_one_step():
 
 
 def test_compare_mode_indices_of_accepts_ties_and_rejects_wrong_picks():
-    from solbench.evaluate.correctness import compare
+    from solbench.evaluate.verdict.correctness import compare
 
     x = torch.tensor([[0.5, 3.0, 3.0, 1.0]])
     vals, idx = torch.topk(x, 2)
@@ -120,7 +120,7 @@ def test_compare_mode_indices_of_accepts_ties_and_rejects_wrong_picks():
 
 def test_compare_mode_indices_of_rejects_a_repeated_index():
     """Two equal values: picking the same one twice would match the values, but top-k picks each place once."""
-    from solbench.evaluate.correctness import compare
+    from solbench.evaluate.verdict.correctness import compare
 
     x = torch.tensor([[0.5, 3.0, 3.0, 1.0]])
     vals, idx = torch.topk(x, 2)
@@ -135,7 +135,7 @@ def test_compare_mode_indices_of_rejects_a_repeated_index():
 def test_compare_mode_indices_of_an_input_accepts_near_ties_within_its_tolerance():
     """moe_topk_softmax's ids: judged by the gating logits they pick. A router that ranks rounded probabilities
     may take the other of two logits 1e-8 apart; an expert a real margin away fails."""
-    from solbench.evaluate.correctness import compare
+    from solbench.evaluate.verdict.correctness import compare
 
     g = torch.tensor([[0.1, 2.0, 2.0 + 1e-7, -1.0, 1.5]], dtype=torch.float32)
     ref = torch.tensor([[2, 1]], dtype=torch.int32)  # the reference: by descending logit
@@ -177,7 +177,7 @@ def test_grouped_router_accepts_a_tie_broken_the_other_way_and_nothing_else():
     """DeepSeek-V3 routing. Where two experts, or two groups, tie, a kernel may route the other way: the
     candidate's answer is the reference's own on inputs nudged by 1e-7 to break the tie the other way. The same
     move across a real gap (a nudge of 1e-2) is not a tie and fails, and so do weights that do not follow."""
-    from solbench.evaluate.correctness import Check, accept_alternative
+    from solbench.evaluate.verdict.correctness import Check, accept_alternative
 
     problem, ref_module = _deepseek()
     assert problem.definition.custom_check_entrypoint == "accept"
@@ -257,7 +257,7 @@ def test_grouped_router_accepts_a_tie_broken_the_other_way_and_nothing_else():
 
 def test_compare_mode_indices_of_rejects_an_approximate_sort():
     """Indices from a sort on truncated keys pick values a rounding step off: not ties, so they fail."""
-    from solbench.evaluate.correctness import compare
+    from solbench.evaluate.verdict.correctness import compare
 
     torch.manual_seed(1)
     x = torch.randn(1, 4096)
@@ -275,7 +275,7 @@ def test_compare_mode_indices_of_rejects_an_approximate_sort():
 
 
 def test_acceptor_is_not_asked_about_outputs_of_the_wrong_dtype():
-    from solbench.evaluate.correctness import Check, accept_alternative
+    from solbench.evaluate.verdict.correctness import Check, accept_alternative
 
     asked = []
     ref = [torch.zeros(2, dtype=torch.int32), torch.zeros(2)]
@@ -290,7 +290,7 @@ def test_acceptor_is_not_asked_about_outputs_of_the_wrong_dtype():
 def test_beam_search_accepts_tied_candidates_in_another_order_and_nothing_else():
     """Tokens of one beam that share a bf16 logit tie exactly; a kernel may keep or order them the other way.
     A pick beyond a tie, a repeated pair, or scores that do not follow the ids fail."""
-    from solbench.evaluate.correctness import Check, accept_alternative
+    from solbench.evaluate.verdict.correctness import Check, accept_alternative
     from solbench.problems.modules import module_from_source
     from solbench.problems.problem import load_problem
 
@@ -337,7 +337,7 @@ def _sum_case():
 
 
 def _compare(got, ref, x, anchor_of, f64):
-    from solbench.evaluate.correctness import compare
+    from solbench.evaluate.verdict.correctness import compare
 
     return compare([got], [ref], [f64(x)], ["out"], [got.dtype], [tolerance_for(str(got.dtype).split(".")[-1])],
                    None, {"x": x}, anchor_of=anchor_of)
@@ -353,7 +353,7 @@ def test_another_summation_order_passes_where_the_reference_was_lucky():
 
 
 def test_the_slack_is_the_terms_magnitudes_and_no_more():
-    from solbench.evaluate.correctness import SLACK, conditioning
+    from solbench.evaluate.verdict.correctness import SLACK, conditioning
 
     x, ref, other = _sum_case()
     (s,) = conditioning(lambda xs: [xs[0].double().sum(-1)], [x], [x.double().sum(-1)], [None])
@@ -377,7 +377,7 @@ def test_a_precision_downgrade_of_a_product_still_fails(downgrade):
     else:
         dt = torch.bfloat16 if downgrade == "bf16" else torch.float16
         got = (a.to(dt).float() @ b.to(dt).float())
-    from solbench.evaluate.correctness import compare
+    from solbench.evaluate.verdict.correctness import compare
 
     c = compare([got], [ref], [a.double() @ b.double()], ["c"], [torch.float32], [tolerance_for("float32")], None,
                 {"a": a, "b": b}, anchor_of=lambda xs: [xs[0].double() @ xs[1].double()])
@@ -399,7 +399,7 @@ def test_the_estimate_is_made_only_when_the_plain_test_fails():
 
 
 def test_integer_outputs_stay_exact_and_integral_inputs_unperturbed():
-    from solbench.evaluate.correctness import compare, conditioning
+    from solbench.evaluate.verdict.correctness import compare, conditioning
 
     idx = torch.arange(6).float()  # positions held as floats: exact data
     seen = []
@@ -428,7 +428,7 @@ def test_a_reference_that_cannot_run_perturbed_gives_no_slack():
 
 
 def test_unit_roundoff_follows_the_arithmetic():
-    from solbench.evaluate.correctness import unit_roundoff
+    from solbench.evaluate.verdict.correctness import unit_roundoff
 
     assert unit_roundoff(torch.float32, tolerance_for("float32")) == 2.0 ** -24
     assert unit_roundoff(torch.bfloat16, tolerance_for("bfloat16")) == 2.0 ** -24  # fp32 accumulation

@@ -368,7 +368,7 @@ def test_the_build_never_runs_the_solution_and_sees_what_a_candidate_sees(cache,
     ev = _evaluate(sol)
     assert ev.environment["build"]["published"] is True, ev.message
     assert ev.verdict in ("runtime_error", "compile_error") and "loaded the verified build" not in ev.log
-    from solbench.evaluate.sandbox import namespaces_available
+    from solbench.evaluate.isolation.sandbox import namespaces_available
 
     if not namespaces_available():
         pytest.skip("no namespaces here: the build runs on rlimits alone")

@@ -119,7 +119,7 @@ def test_a_hang_costs_one_limit_not_one_per_workload(axpy):
 
 
 def test_the_default_limit_follows_the_reference():
-    from solbench.evaluate import limits
+    from solbench.evaluate.verdict import limits
 
     assert limits.workload_limit(0.0) == limits.COMPILE_ALLOWANCE_S  # the floor: a first compile
     assert limits.workload_limit(0.01) == pytest.approx(limits.COMPILE_ALLOWANCE_S + limits.MULTIPLE * 0.01)
@@ -223,7 +223,7 @@ def test_the_candidate_runs_with_the_trusted_workers_cpu_threads(axpy):
 
 
 def test_a_workload_too_large_for_the_device_is_refused_up_front(axpy, monkeypatch):
-    from solbench.evaluate import footprint
+    from solbench.evaluate.trusted import footprint
 
     # axpy-small needs about 68 kB to judge, axpy-odd about 280 kB
     monkeypatch.setattr(footprint, "available_bytes", lambda device: 100_000)
@@ -241,18 +241,18 @@ def test_a_trusted_worker_killed_for_memory_says_so(axpy):
     import threading
     import time
 
-    from solbench.evaluate import trusted
+    from solbench.evaluate.trusted import keeper
 
     def kill_when_busy():
         for _ in range(200):
-            judge = trusted._JUDGES.get("cpu")
+            judge = keeper._JUDGES.get("cpu")
             if judge is not None and judge.jobs and judge.alive():
                 time.sleep(1.0)
                 os.kill(judge.proc.pid, signal.SIGKILL)
                 return
             time.sleep(0.05)
 
-    trusted.retire_judge("cpu")
+    keeper.retire_judge("cpu")
     killer = threading.Thread(target=kill_when_busy)
     killer.start()
     ev = run(axpy, "hang.py", time_candidate=False, workload_timeout_s=20, workloads=["axpy-small"])

@@ -81,7 +81,7 @@ def test_launch_bound_workload_reports_graph_time(axpy):
 def test_kernel_time_comes_from_cupti_records(axpy):
     """A launch-bound call is timed by its kernels' own CUPTI records: below its event interval by the events'
     overhead (about 2 us on the H200), not more; with the event clock asked for, the events time it."""
-    from solbench.evaluate.timing import TimingConfig
+    from solbench.evaluate.timing.rounds import TimingConfig
 
     ev = _eval(axpy, AXPY / "solutions" / "torch_ok.py", workloads=["axpy-small"], baselines=())
     w = ev.workloads[0]
@@ -126,7 +126,7 @@ def test_peak_memory_and_clocks_recorded(axpy):
 
 def test_read_flush_evicts_l2():
     """A 16 MB read right after the flush is slower than the same read with the data left in L2."""
-    from solbench.evaluate.timing import Flusher
+    from solbench.evaluate.timing.rounds import Flusher
 
     x = torch.randn(4 << 20, device="cuda")
     out = torch.empty((), device="cuda")
@@ -157,7 +157,7 @@ def test_held_stream_times_the_device_not_a_slow_host():
     samples time the kernel; without the hold the event clock times the host's delay too, the CUPTI clock not."""
     import time
 
-    from solbench.evaluate.timing import Flusher, TimingConfig, time_cuda
+    from solbench.evaluate.timing.rounds import Flusher, TimingConfig, time_cuda
 
     x = torch.randn(1 << 20, device="cuda")
     out = torch.empty_like(x)
@@ -255,7 +255,7 @@ def test_a_hang_costs_one_limit_on_the_gpu(tmp_path):
     first workload times out at its limit and the second is not run, so the evaluation costs one limit."""
     import time
 
-    from solbench.evaluate import limits
+    from solbench.evaluate.verdict import limits
     from solbench.problems.problem import load_problem
 
     problem = load_problem(Path(__file__).parent / "exploits" / "problem_silu")

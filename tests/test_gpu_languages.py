@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from solbench.evaluate.judging import MIN_DSL_SHARE
+from solbench.evaluate.verdict.stages import MIN_DSL_SHARE
 from solbench.evaluate.languages import get_language
 from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.problems.problem import load_problem

@@ -1,4 +1,4 @@
-"""What a candidate can see and touch (evaluate/isolation.py): nothing writable outside its private directory, and
+"""What a candidate can see and touch (evaluate/isolation/namespaces.py): nothing writable outside its private directory, and
 neither the results database nor other evaluations' files visible."""
 
 import json

@@ -1,7 +1,7 @@
 """The trusted side's judgement of a worker's raw result: physics floor, hidden work, scores."""
 
 from solbench.analysis.roofline import Work
-from solbench.evaluate.judgement import judge as _judge
+from solbench.evaluate.verdict.decision import judge as _judge
 from solbench.hardware.spec import Ceilings
 
 CEIL = Ceilings(hardware="x", kind="datasheet", dram_bytes_per_s=1e12, rates={"vector_fp32": 1e13, "sfu": 1e12})
@@ -44,7 +44,7 @@ def test_time_below_the_hard_floor_is_a_reward_hack(axpy):
 
 
 def test_the_hard_floor_counts_output_writes_beyond_the_cache(axpy):
-    from solbench.evaluate.judgement import hard_floor_ms
+    from solbench.evaluate.verdict.decision import hard_floor_ms
 
     axes = {"N": 1 << 28}  # 1 GiB of fp32 output
     assert hard_floor_ms(axpy, axes, CEIL, 60 << 20) == (((1 << 30) - (60 << 20)) / 1e12) * 1e3
@@ -70,7 +70,7 @@ def test_invalid_bound_is_not_scored(axpy):
 
 
 def test_malformed_worker_messages_are_treated_as_forged():
-    from solbench.evaluate.trusted import _checked
+    from solbench.evaluate.trusted.keeper import _checked
 
     good = {"uuid": "w", "subject": 0, "verdict": "passed", "reasons": [], "samples_ms": [0.1, 0.2]}
     assert _checked(good) is good
@@ -92,8 +92,8 @@ def test_streams_joined_back_are_not_hidden_work(axpy):
 
 
 def test_a_round_report_that_does_not_match_the_round_is_forged():
-    from solbench.evaluate.protocol import Timed
-    from solbench.evaluate.timed import _forgery
+    from solbench.evaluate.boundary.protocol import Timed
+    from solbench.evaluate.timing.cross_check import _forgery
 
     kinds = ["warm", "wall", "wall", "wall"] + ["held"] * 10
 
@@ -118,7 +118,7 @@ def test_a_round_report_that_does_not_match_the_round_is_forged():
 def test_a_reply_that_does_not_answer_its_command_is_forged():
     import pytest as _pytest
 
-    from solbench.evaluate.protocol import Forged, accept
+    from solbench.evaluate.boundary.protocol import Forged, accept
 
     good = {"type": "called", "nonce": "abc", "codes": [], "harness": "h", "outputs": [], "count": 1}
     assert accept(good, "called", "abc").count == 1

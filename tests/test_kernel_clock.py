@@ -1,7 +1,7 @@
 """The CUPTI clock's placement of device records (evaluate.kernel_clock), on records laid out as the H200's kineto
 reported them (benchmarks/probe_cupti.py): launches on the host's clock, device records on the device's."""
 
-from solbench.evaluate.kernel_clock import KernelTimes, Record, Windows, spans, wide_gaps
+from solbench.evaluate.timing.cupti import KernelTimes, Record, Windows, spans, wide_gaps
 
 US = 1000  # ns
 
@@ -120,11 +120,11 @@ def test_a_spin_kernel_of_the_solutions_own_leaves_the_round_to_events():
 
 
 def test_a_round_without_cupti_keeps_its_event_times_and_says_why(monkeypatch):
-    from solbench.evaluate import kernel_clock
-    from solbench.evaluate.timing import Round
+    from solbench.evaluate.timing import cupti
+    from solbench.evaluate.timing.rounds import Round
 
-    off = kernel_clock.RoundClock(False)
-    assert off.start() is kernel_clock.NO_WINDOWS
+    off = cupti.RoundClock(False)
+    assert off.start() is cupti.NO_WINDOWS
     out = Round(samples_ms=[0.004, 0.005])
     off.finish(out)
     assert out.method == "cuda_events" and out.samples_ms == [0.004, 0.005] and out.clock_note is None
@@ -133,9 +133,9 @@ def test_a_round_without_cupti_keeps_its_event_times_and_says_why(monkeypatch):
         self.error = "CUPTI_ERROR_NOT_INITIALIZED"
         return False
 
-    monkeypatch.setattr(kernel_clock.Session, "open", refuse)
-    on = kernel_clock.RoundClock(True)
-    assert on.start() is kernel_clock.NO_WINDOWS
+    monkeypatch.setattr(cupti.Session, "open", refuse)
+    on = cupti.RoundClock(True)
+    assert on.start() is cupti.NO_WINDOWS
     out = Round(samples_ms=[0.004])
     on.finish(out)
     assert out.method == "cuda_events" and "CUPTI unavailable" in out.clock_note

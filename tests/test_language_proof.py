@@ -110,7 +110,7 @@ def test_the_candidate_reports_every_kernel_by_name():
 
 
 def _proof(kernels, language, single=False, names=("_rms_fwd",)):
-    from solbench.evaluate.judging import language_proof
+    from solbench.evaluate.verdict.stages import language_proof
 
     lang = get_language(language)
     warnings: list[str] = []
@@ -141,7 +141,7 @@ def test_proof_verdicts():
 def test_profiler_runs_on_one_workload_chosen_by_the_seed():
     from types import SimpleNamespace
 
-    from solbench.evaluate.worker import Context
+    from solbench.evaluate.trusted.worker import Context
 
     def _profiled(job, uuid):
         return Context.profiled(SimpleNamespace(job=job), uuid)

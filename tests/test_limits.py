@@ -3,7 +3,7 @@
 
 import pytest
 
-from solbench.evaluate import limits
+from solbench.evaluate.verdict import limits
 
 
 def test_native_limit_follows_the_reference():

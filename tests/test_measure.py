@@ -1,7 +1,7 @@
-"""The trusted side's plan of a timing (evaluate/measure.py): rounds, the stopping rule and the ring's capacity."""
+"""The trusted side's plan of a timing (evaluate/timing/stopping.py): rounds, the stopping rule and the ring's capacity."""
 
-from solbench.evaluate.measure import Plan, measure
-from solbench.evaluate.timing import Round, TimingConfig
+from solbench.evaluate.timing.stopping import Plan, measure
+from solbench.evaluate.timing.rounds import Round, TimingConfig
 
 
 def _runner(ms):
@@ -40,7 +40,7 @@ def test_noisy_samples_run_until_the_budget_or_the_cap():
 
 def test_the_cpu_plan_has_no_wall_calls_and_its_own_targets():
     p = Plan(TimingConfig(), False, 8)
-    from solbench.evaluate.timing import Timing
+    from solbench.evaluate.timing.rounds import Timing
 
     kinds = p.next(Timing(samples_ms=[]), 0.0, None)
     assert kinds[0] == "warm" and "wall" not in kinds and kinds.count("held") == TimingConfig().cpu_min_samples

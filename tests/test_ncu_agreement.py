@@ -485,7 +485,7 @@ def test_cupti_times_glue_with_a_fake_device(monkeypatch):
 
     import torch
 
-    import solbench.evaluate.timing as timing
+    import solbench.evaluate.timing.rounds as timing
 
     clock = {"t": 0.0, "records": []}
 

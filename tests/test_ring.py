@@ -1,10 +1,10 @@
-"""The ring of timed-call slots (evaluate/ring.py): fresh inputs per slot, sentinel-filled outputs the trusted side
+"""The ring of timed-call slots (evaluate/boundary/ring.py): fresh inputs per slot, sentinel-filled outputs the trusted side
 reads itself, and the candidate's view of a slot."""
 
 import torch
 
-from solbench.evaluate import ring
-from solbench.evaluate.arena import Arena
+from solbench.evaluate.boundary import ring
+from solbench.evaluate.boundary.arena import Arena
 
 
 def _draw(seed):

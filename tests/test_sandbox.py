@@ -120,17 +120,17 @@ def test_a_forged_candidate_reply_is_not_believed(axpy):
 
 
 def test_without_the_zygote_candidates_start_from_a_fresh_interpreter(axpy, monkeypatch):
-    """SOLBENCH_ZYGOTE=0 (or a zygote that died) falls back to `python -m solbench.evaluate.sandbox`."""
-    from solbench.evaluate import trusted
+    """SOLBENCH_ZYGOTE=0 (or a zygote that died) falls back to `python -m solbench.evaluate.isolation.sandbox`."""
+    from solbench.evaluate.trusted import keeper
 
     monkeypatch.setenv("SOLBENCH_ZYGOTE", "0")
-    trusted.retire_judge("cpu")  # the next job starts a trusted worker that sees the variable
+    keeper.retire_judge("cpu")  # the next job starts a trusted worker that sees the variable
     try:
         ev = _eval(axpy, load_solution(AXPY / "solutions" / "torch_ok.py", axpy.name))
         assert ev.verdict == "passed", ev.workloads[0].message
         assert ev.environment["candidate_ready_s"] > 0.05  # an interpreter start, not a fork
     finally:
-        trusted.retire_judge("cpu")
+        keeper.retire_judge("cpu")
 
 
 def test_a_forged_call_reply_does_not_pass(axpy):

@@ -1,6 +1,6 @@
 import pytest
 
-from solbench.evaluate.stats import converged, summarize
+from solbench.evaluate.timing.stats import converged, summarize
 from solbench.records.verdict import Evaluation, WorkloadResult, worst
 from solbench.errors import UserError
 from solbench.store.db import Store

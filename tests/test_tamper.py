@@ -7,8 +7,9 @@ import threading
 import pytest
 import torch
 
-import solbench.evaluate.candidate  # noqa: F401  (the harness modules a candidate's process loads)
-from solbench.evaluate import calls, timing
+import solbench.evaluate.candidate.process  # noqa: F401  (the harness modules a candidate's process loads)
+from solbench.evaluate.boundary import calls
+from solbench.evaluate.timing import rounds
 from solbench.evaluate.integrity import ghost, tamper
 
 
@@ -24,13 +25,13 @@ def test_a_snapshot_does_not_change_by_itself(before):
 
 
 def test_rebinding_an_imported_name_in_a_harness_module_is_seen(before, monkeypatch):
-    monkeypatch.setattr(timing, "time", type("FakeTime", (), {"perf_counter": staticmethod(lambda: 0.0)}))
-    assert "solbench.evaluate.timing.time" in tamper.tampered(before)
+    monkeypatch.setattr(rounds, "time", type("FakeTime", (), {"perf_counter": staticmethod(lambda: 0.0)}))
+    assert "solbench.evaluate.timing.rounds.time" in tamper.tampered(before)
 
 
 def test_a_name_added_to_a_harness_module_is_seen(before, monkeypatch):
     monkeypatch.setattr(calls, "len", lambda x: 0, raising=False)  # would shadow the builtin inside calls
-    assert "solbench.evaluate.calls.len" in tamper.tampered(before)
+    assert "solbench.evaluate.boundary.calls.len" in tamper.tampered(before)
 
 
 def test_the_checker_itself_is_covered(before, monkeypatch):
@@ -47,7 +48,7 @@ def test_swapping_a_functions_code_in_place_is_seen(before):
     code = f.__code__
     f.__code__ = (lambda result: [result]).__code__
     try:
-        assert "solbench.evaluate.calls.as_list" in tamper.tampered(before)
+        assert "solbench.evaluate.boundary.calls.as_list" in tamper.tampered(before)
     finally:
         f.__code__ = code
 

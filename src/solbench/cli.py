@@ -236,7 +236,7 @@ def eval_cmd(
 ) -> None:
     """Evaluate one solution on one problem: correctness, timing, baselines, SOL score."""
     from solbench.evaluate.runner import EvalOptions, evaluate
-    from solbench.evaluate.timing import TimingConfig
+    from solbench.evaluate.timing.rounds import TimingConfig
     from solbench.hardware.registry import get_hardware
     from solbench.problems.problem import load_problem
     from solbench.problems.solution import Solution, load_solution
@@ -312,7 +312,7 @@ _groups()
 
 def main() -> None:
     try:
-        from solbench.evaluate.trusted import end_with_signals
+        from solbench.evaluate.trusted.keeper import end_with_signals
 
         end_with_signals()  # trusted workers and their candidates end with this process, whatever ends it
         app()

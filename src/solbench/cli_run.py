@@ -46,7 +46,7 @@ def run(
 
     from solbench.cli import _device, _profile_mode, _stored_calibration, err, out
     from solbench.evaluate.runner import EvalOptions, evaluate
-    from solbench.evaluate.timing import TimingConfig
+    from solbench.evaluate.timing.rounds import TimingConfig
     from solbench.hardware.registry import detect
     from solbench.problems.problem import load_problem
     from solbench.problems.solution import load_solution

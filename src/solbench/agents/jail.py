@@ -1,10 +1,10 @@
-"""The external agent's sandbox: the same kind a candidate runs in (``solbench.evaluate.isolation``).
+"""The external agent's sandbox: the same kind a candidate runs in (``solbench.evaluate.isolation.namespaces``).
 
 ``start`` runs ``python -m solbench.agents.jail`` (the *launcher*) in a session of its own. The launcher enters new
 user, mount, network and PID namespaces, brings up the loopback interface of its network namespace and forks
 *process 1* of the PID namespace, which
 
-1. seals the filesystem (``isolation.seal_filesystem``): every mount read-only; an empty tmpfs over every
+1. seals the filesystem (``namespaces.seal_filesystem``): every mount read-only; an empty tmpfs over every
    top-level directory but the system's own (``SYSTEM``), over the temporary directories, the user's home, and
    over solbench's state that the caller names (the results database, solbench's caches, the run's secret); the
    attempt's *box* (workspace, HOME, TMPDIR) mounted back writable, its *run* directory (the sockets to the
@@ -38,7 +38,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from solbench.evaluate import isolation
+from solbench.evaluate.isolation import namespaces
 
 #: the model proxy's port on the agent's own loopback interface
 PORT = 4141
@@ -195,14 +195,14 @@ def _fresh_tmp(keep: list[tuple[str, str]]) -> None:
     handles = [(path, mode, os.open(path, os.O_PATH)) for path, mode in keep]
     points = [p for p in ("/tmp", "/dev/shm") if os.path.isdir(p)]
     for point in points:
-        isolation._mount(b"tmpfs", point, b"tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV, _TMPFS, "tmpfs")
+        namespaces._mount(b"tmpfs", point, b"tmpfs", namespaces.MS_NOSUID | namespaces.MS_NODEV, _TMPFS, "tmpfs")
     for path, mode, fd in handles:
         if any(_under(path, p) for p in points):
             os.makedirs(path, exist_ok=True)
-            isolation._mount(f"/proc/self/fd/{fd}".encode(), path, None, isolation.MS_BIND | isolation.MS_REC,
+            namespaces._mount(f"/proc/self/fd/{fd}".encode(), path, None, namespaces.MS_BIND | namespaces.MS_REC,
                              None, "mount back")
             if mode == "ro":
-                isolation._read_only(path)
+                namespaces._read_only(path)
         os.close(fd)
 
 
@@ -213,8 +213,8 @@ def _cover(files: list[str], box: str) -> None:
     empty = os.path.join(box, f".solbench-empty-{os.getpid()}")
     open(empty, "w").close()
     for f in files:
-        isolation._mount(empty.encode(), f, None, isolation.MS_BIND, None, "hide")
-        isolation._read_only(f)
+        namespaces._mount(empty.encode(), f, None, namespaces.MS_BIND, None, "hide")
+        namespaces._read_only(f)
     os.unlink(empty)
 
 
@@ -223,10 +223,10 @@ def _launcher(spec_fd: int, status_fd: int) -> int:
         spec = json.load(f)
     status = open(status_fd, "w", buffering=1)  # noqa: SIM115 (inherited by process 1, which reports on it)
     try:
-        isolation.die_with_parent()
+        namespaces.die_with_parent()
         if os.getppid() != spec["parent"]:  # the parent died before the line above: nothing to run for
             return 1
-        isolation.enter_namespaces()
+        namespaces.enter_namespaces()
         _loopback_up()
     except OSError as e:
         status.write(f"error the agent's namespaces: {e}\n")
@@ -251,17 +251,17 @@ def _signal(pid: int, sig: int) -> None:
 def _init(spec: dict, status) -> int:
     """Process 1 of the agent's PID namespace."""
     try:
-        isolation.die_with_parent()
-        view = isolation.View(private=spec["box"], staged=spec["run"], hidden=spec["hidden"],
+        namespaces.die_with_parent()
+        view = namespaces.View(private=spec["box"], staged=spec["run"], hidden=spec["hidden"],
                               readable=spec["readable"])
-        isolation.seal_filesystem(view)
+        namespaces.seal_filesystem(view)
         _fresh_tmp([(os.path.realpath(spec["box"]), "rw"), (os.path.realpath(spec["run"]), "ro")]
                    + [(p, "ro") for p in spec["readable"] if os.path.exists(p)])
         _cover([h for h in spec["hidden"] if os.path.lexists(h) and not os.path.isdir(h)
                 and any(_under(h, r) for r in spec["readable"])], spec["box"])
         listener = socket.create_server(("127.0.0.1", spec["port"])) if spec.get("api") else None
-        isolation._check(isolation._libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
-        isolation.drop_capabilities()
+        namespaces._check(namespaces._libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+        namespaces.drop_capabilities()
         run_fd = os.open(spec["run"], os.O_PATH)
     except OSError as e:
         status.write(f"error the agent's sandbox: {e}\n")

@@ -203,7 +203,7 @@ def _axes_doc(d) -> str:
 
 
 def _tolerance_doc(d) -> str:
-    from solbench.evaluate.correctness import tolerance_for
+    from solbench.evaluate.verdict.correctness import tolerance_for
 
     parts = []
     for n in [*d.outputs, *d.inplace_inputs]:

@@ -126,7 +126,7 @@ def agent_view(setup: Setup, store: Any) -> dict | None:
         return None
     from solbench.agents import jail
     from solbench.evaluate.runner import cache_root
-    from solbench.evaluate.sandbox import namespaces_available
+    from solbench.evaluate.isolation.sandbox import namespaces_available
     from solbench.problems.modules import cache_root as modules_root
 
     if not namespaces_available():
@@ -161,7 +161,7 @@ def _external(problem, language, model, setup, grader, journal, key, arm, replic
     from solbench import tempdirs
     from solbench.agents.jail import SandboxError
     from solbench.agents.scaffold import run_external
-    from solbench.evaluate.sandbox import read_tail
+    from solbench.evaluate.isolation.sandbox import read_tail
 
     brief = prompts.ProblemBrief.build(problem, language, hw)
     task = prompts.render_task(brief, setup.template_dirs)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Callable, Sequence
 
-from solbench.evaluate.footprint import available_bytes, footprint
+from solbench.evaluate.trusted.footprint import available_bytes, footprint
 
 #: device memory an evaluation holds beyond its footprint: the trusted worker's and the candidate's CUDA contexts
 #: and allocator slack

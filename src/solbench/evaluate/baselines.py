@@ -8,13 +8,13 @@ import hashlib
 from pathlib import Path
 from typing import Any, Callable
 
-from solbench.evaluate.stats import summarize
+from solbench.evaluate.timing.stats import summarize
 from solbench.problems.problem import Problem
 
 BASELINE_LABEL = {"eager": "eager", "compile": "compile", "baseline_file": "baseline.py"}
 #: the files whose change makes every cached baseline stale (they judge or time a baseline)
-_DIGESTED = ("worker.py", "judging.py", "subjects.py", "measure.py", "correctness.py", "timing.py", "kernel_clock.py",
-             "stats.py")
+_DIGESTED = ("trusted/worker.py", "verdict/stages.py", "trusted/subjects.py", "timing/stopping.py",
+             "verdict/correctness.py", "timing/rounds.py", "timing/cupti.py", "timing/stats.py")
 
 
 def default_baselines(problem: Problem, device: str) -> tuple[str, ...]:

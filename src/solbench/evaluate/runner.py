@@ -2,9 +2,9 @@
 
 ``evaluate`` is the evaluator's public entry (the CLI, the benchmarks, agents and experiments call it). It
 draws the run's secret seed, scans the sources statically, stages the solution in an evaluation directory of
-its own, and runs one job on the device's trusted worker (``trusted``), which checks and times the candidate
+its own, and runs one job on the device's trusted worker (``keeper``), which checks and times the candidate
 in its sandbox (docs/ARCHITECTURE.md); meanwhile it computes the SOL bound. The baselines come from the cache
-or a second job (``baselines``); each workload's result is judged (``judgement``) and the evaluation is stored.
+or a second job (``baselines``); each workload's result is judged (``decision``) and the evaluation is stored.
 """
 
 from __future__ import annotations
@@ -23,23 +23,24 @@ from typing import Any, Callable
 from solbench import tempdirs
 from solbench.records import scoring
 from solbench.analysis.roofline import Work, count_work
-from solbench.evaluate import build_cache, trusted
+from solbench.evaluate import build_cache
+from solbench.evaluate.trusted import keeper
 from solbench.hardware.platform import detect_platform
 from solbench.problems.heldout import HELDOUT_PREFIX
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
-from solbench.evaluate.footprint import too_large
+from solbench.evaluate.trusted.footprint import too_large
 from solbench.evaluate.integrity import linked
 from solbench.evaluate.languages import packages
-from solbench.evaluate.judgement import judge
+from solbench.evaluate.verdict.decision import judge
 from solbench.evaluate.phases import Phases
-from solbench.evaluate.sandbox import namespaces_available  # noqa: F401  (re-exported)
-from solbench.evaluate.timing import TimingConfig
+from solbench.evaluate.isolation.sandbox import namespaces_available  # noqa: F401  (re-exported)
+from solbench.evaluate.timing.rounds import TimingConfig
 from solbench.records.verdict import Evaluation, WorkloadResult, worst
 from solbench.hardware.spec import Ceilings, HardwareSpec
 from solbench.problems.problem import Problem
 from solbench.problems.solution import Solution
 
-atexit.register(trusted.retire_all)
+atexit.register(keeper.retire_all)
 #: every evaluation's directory is ``<temporary directory>/solbench-eval-XXXXXXXX`` (``tempdirs``)
 EVAL_PREFIX = "solbench-eval-"
 #: bytes of Triton cache carried from one evaluation of a solution to the next (regular files only)
@@ -64,7 +65,7 @@ class EvalOptions:
     calibrated: Ceilings | None = None
     workloads: list[str] | None = None  # uuids; None: every workload for the device
     progress: Callable[[str], None] | None = None
-    #: "auto": candidates isolated (namespaces, sealed filesystem, no capabilities: ``isolation``) where the
+    #: "auto": candidates isolated (namespaces, sealed filesystem, no capabilities: ``namespaces``) where the
     #: machine allows it, else rlimits only; "none": rlimits only
     sandbox: str = "auto"
     max_file_bytes: int = 4 << 30  # RLIMIT_FSIZE for candidates
@@ -108,7 +109,7 @@ def cache_root() -> Path:
 
 
 def sandbox_view(store=None, device: str = "cpu") -> dict[str, list[str]]:
-    """What a candidate's filesystem hides, and what it still reads under a hidden directory (``isolation``):
+    """What a candidate's filesystem hides, and what it still reads under a hidden directory (``namespaces``):
     the temporary directories (every evaluation's and the trusted worker's files), the solution cache and the
     results database are hidden; the Python installation and the module path stay readable. On the GPU /dev/shm
     stays as it is, since CUDA's IPC keeps its files there."""
@@ -123,7 +124,7 @@ def sandbox_view(store=None, device: str = "cpu") -> dict[str, list[str]]:
     readable.update(p for p in sys.path if p and os.path.isdir(p) and (
         os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")
         or any(os.path.realpath(p).startswith(pre + os.sep) for pre in prefixes)))
-    readable.update(trusted.module_paths())
+    readable.update(keeper.module_paths())
     lang_root = packages.root()  # the kernel languages' own package folders
     if lang_root is not None and lang_root.is_dir():
         readable.add(str(lang_root))
@@ -196,7 +197,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
     started_wall = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     t0 = time.perf_counter()
     # a cold trusted worker starts now (its imports take seconds), while this process scans, stages and analyses
-    trusted.judge_for(opts.device)
+    keeper.judge_for(opts.device)
     if opts.hardware is None:
         opts.hardware = detect(opts.device)
     seed = opts.seed if opts.seed is not None else secrets.randbits(63)
@@ -252,7 +253,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         runnable = [u for u in uuids if u not in refused]
         cand_job = _job(problem, [subject], [(0, u) for u in runnable], opts, seed)
         cand_job["workdir"] = str(workdir)
-        cand_job["sandbox"] = dict(sandbox_view(store, opts.device), env=trusted.child_env(candidate_env), private=str(private),
+        cand_job["sandbox"] = dict(sandbox_view(store, opts.device), env=keeper.child_env(candidate_env), private=str(private),
                                    mode=opts.sandbox, max_file_bytes=opts.max_file_bytes,
                                    max_address_space_bytes=opts.max_address_space_bytes)
         # the SOL analysis (fake tensors, CPU only) runs in this process while the candidate's worker runs
@@ -261,7 +262,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         with ThreadPoolExecutor(max_workers=1) as pool:
             analysis = pool.submit(_timed, analyse, problem, uuids)
             with ph("worker"), build:
-                cand = trusted.run_worker(cand_job, opts.startup_timeout_s, opts.workload_timeout_s, workdir)
+                cand = keeper.run_worker(cand_job, opts.startup_timeout_s, opts.workload_timeout_s, workdir)
             work, analysis_s = analysis.result()
         ph.add("analysis", analysis_s)  # in a thread of its own, while the worker ran
         with ph("stage"):
@@ -284,7 +285,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         kinds = opts.baselines if opts.baselines is not None else default_baselines(problem, opts.device)
 
         def run_baselines(subjects, pairs):
-            return trusted.run_worker(_job(problem, subjects, pairs, opts, seed), opts.startup_timeout_s,
+            return keeper.run_worker(_job(problem, subjects, pairs, opts, seed), opts.startup_timeout_s,
                                       opts.workload_timeout_s, workdir)
 
         with ph("baselines"):

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from solbench.evaluate.correctness import accept_alternative, compare_output, tolerance_for
+from solbench.evaluate.verdict.correctness import accept_alternative, compare_output, tolerance_for
 from solbench.problems.inputs import infer_role, make_inputs, torch_dtype
 from solbench.problems.modules import entry, module_from_source
 from solbench.problems.problem import Problem

@@ -4,7 +4,7 @@ For a solution in a kernel language on the GPU, right after a checked call, one 
 runs under the PyTorch profiler (CUDA activity: kernel names and device times; its outputs are not used). The
 candidate's process sends back every kernel's name and time (``by_name``); the trusted side tells whose each
 kernel is (``kernel_origin``) from the names the language plug-in read in the solution's sources, and the
-solution's own kernels make up its *share* of the call's device time (``judging``). A share of zero means no
+solution's own kernels make up its *share* of the call's device time (``stages``). A share of zero means no
 kernel of the solution's ran while other kernels did the work (``no_dsl_kernel``); a small share is reported as
 a warning, since glue work in PyTorch (allocation, a transpose) is legitimate. For Triton the ghost replay
 (``dynamic.ghost_mode``) is the other half of the proof: it shows the DSL kernels' output is used. By default one

@@ -5,7 +5,7 @@ decisions themselves are the trusted side's: docs/SECURITY.md). A snapshot finge
 
 - every module-level binding of every harness module loaded in this process (functions and their code,
   defaults and globals, classes and every entry of their dictionaries, imported modules and objects such as
-  ``timing.time``, and the values of immutable constants), this module included;
+  ``rounds.time``, and the values of immutable constants), this module included;
 - the builtins, and the functions of the standard-library and torch modules the harness calls (``time``,
   ``os``, ``json``, ``math``, ``statistics``, ``threading``, ``numpy``, ``torch``, ``torch.Tensor``,
   ``torch.return_types``, ``torch.cuda`` and its events, streams and graphs), and Triton's launch and

@@ -51,7 +51,7 @@ class Outcome:
 
     @property
     def failed(self) -> dict[str, Any] | None:
-        """The verdict as a workload result (``judgement.judge`` reads it), or None."""
+        """The verdict as a workload result (``decision.judge`` reads it), or None."""
         if self.verdict is None:
             return None
         return {"verdict": self.verdict, "reasons": self.reasons or [self.verdict], "message": self.message}
@@ -181,7 +181,7 @@ def run_jailed(out: Path, src: Path, view: dict[str, Any] | None, deadline: floa
                extra_readable: list[str]) -> tuple[int | None, str]:
     """ninja in ``out`` inside the build's sandbox; (exit code or None past the deadline, its output)."""
     from solbench.evaluate.languages.cuda_toolchain import _kill_tree
-    from solbench.evaluate.sandbox import namespaces_available
+    from solbench.evaluate.isolation.sandbox import namespaces_available
 
     ninja = tool("ninja")
     if ninja is None:

@@ -1,6 +1,6 @@
 """The native build's sandbox: ``python -m solbench.evaluate.native.jail SPEC`` runs one command (ninja) in it.
 
-Where the machine allows it, the same isolation as a candidate's (``isolation``): new user, mount, network
+Where the machine allows it, the same isolation as a candidate's (``namespaces``): new user, mount, network
 and PID namespaces, every mount read-only, the temporary directories, the caches and the results database
 hidden, the build's sources mounted read-only and its output directory the one writable place, no
 capabilities. Everywhere, rlimits (no core files, bounded file sizes, address space and CPU time) and a scrubbed
@@ -30,17 +30,17 @@ def _limits(cpu_s: int) -> None:
 
 def run(spec: dict[str, Any]) -> int:
     """Isolate (where ``spec["namespaces"]``), limit, and exec ``spec["argv"]``; returns only on failure."""
-    from solbench.evaluate import isolation
+    from solbench.evaluate.isolation import namespaces
 
-    isolation.die_with_parent()
+    namespaces.die_with_parent()
     if spec.get("namespaces"):
-        isolation.enter_namespaces()
+        namespaces.enter_namespaces()
         pid = os.fork()  # process 1 of the new PID namespace
         if pid:
             _, status = os.waitpid(pid, 0)
             return os.waitstatus_to_exitcode(status) & 0xFF
-        isolation.die_with_parent()
-        isolation.isolate(isolation.View.from_dict(spec["view"]))
+        namespaces.die_with_parent()
+        namespaces.isolate(namespaces.View.from_dict(spec["view"]))
     _limits(int(spec.get("cpu_s") or 600))
     os.chdir(spec["cwd"])
     argv = [str(a) for a in spec["argv"]]

@@ -172,7 +172,7 @@ def _as_value(s, node: ast.AST, name: str) -> bool:
 
 @on_string("import_not_allowed")
 def dotted_string(s, node: ast.Constant, v: str) -> None:
-    """``"solbench.evaluate.worker"``, ``"sys.modules"``, ``"os:system"``: the names resolvers take
+    """``"solbench.evaluate.trusted.worker"``, ``"sys.modules"``, ``"os:system"``: the names resolvers take
     (``pydoc.locate``, ``mock.patch``, ``logging.config``'s ``resolve``, a storage's ``type()``)."""
     if len(v) > 200 or ("." not in v and ":" not in v) or not _DOTTED.fullmatch(v):
         return

@@ -1,13 +1,13 @@
 """The trusted worker: one persistent process per device that takes jobs from the runner and judges them.
 
-Started by the runner (``trusted.Judge``) as ``python -I -c ... --serve CMD_FD RESULT_FD`` with an explicit
+Started by the runner (``keeper.Judge``) as ``python -I -c ... --serve CMD_FD RESULT_FD`` with an explicit
 module path, so nothing on the environment's path and no user site can put code into it. Before it reads a
 job, it imports every module of the harness it will use and forks the zygote that candidates are forked from
-(``sandbox.Zygote``); no candidate exists until then, and none can write where these modules live (``isolation``).
+(``sandbox.Zygote``); no candidate exists until then, and none can write where these modules live (``namespaces``).
 
 A job names a problem, its subjects (a candidate solution, or the baselines: the eager reference, the reference
 under torch.compile, baseline.py) and the (subject, workload) pairs to judge; results go back as JSON lines on
-RESULT_FD, one per finished workload (``judging``). The secret seeds, the pristine inputs, the reference outputs
+RESULT_FD, one per finished workload (``stages``). The secret seeds, the pristine inputs, the reference outputs
 and the comparison exist only in this process.
 """
 
@@ -17,25 +17,33 @@ import hashlib
 import importlib
 import json
 import os
+import pkgutil
 import random
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
-#: every module of the harness this process uses, imported before any candidate exists
-HARNESS = ("solbench.evaluate.arena", "solbench.evaluate.calls", "solbench.evaluate.correctness",
-           "solbench.evaluate.judging", "solbench.evaluate.measure", "solbench.evaluate.protocol",
-           "solbench.evaluate.ring", "solbench.evaluate.sandbox", "solbench.evaluate.zygote", "solbench.evaluate.isolation",
-           "solbench.evaluate.stats", "solbench.evaluate.subjects", "solbench.evaluate.timed",
-           "solbench.evaluate.timing", "solbench.evaluate.kernel_clock", "solbench.evaluate.integrity.dynamic", "solbench.evaluate.integrity.ghost",
-           "solbench.evaluate.integrity.language", "solbench.evaluate.integrity.l2",
-           "solbench.evaluate.integrity.streams", "solbench.evaluate.integrity.tamper",
-           "solbench.evaluate.languages", "solbench.evaluate.candidate", "solbench.problems.problem",
-           "solbench.problems.inputs", "solbench.problems.modules", "solbench.problems.workload",
-           "solbench.hardware.telemetry", "solbench.evaluate.audit", "solbench.evaluate.audit_clock",
-           "solbench.evaluate.audit_gpu", "solbench.evaluate.candidate_audit", "solbench.evaluate.outside",
-           "solbench.evaluate.seccomp", "solbench.evaluate.memops")
+#: the packages every module of which is harness: imported by this process before any candidate exists
+HARNESS_PACKAGES = ("solbench.evaluate.boundary", "solbench.evaluate.candidate", "solbench.evaluate.isolation",
+                    "solbench.evaluate.timing", "solbench.evaluate.trusted", "solbench.evaluate.verdict")
+#: harness modules outside those packages (the plug-ins of ``languages`` load per solution, after them)
+HARNESS_EXTRA = ("solbench.evaluate.integrity.dynamic", "solbench.evaluate.integrity.ghost",
+                 "solbench.evaluate.integrity.language", "solbench.evaluate.integrity.l2",
+                 "solbench.evaluate.integrity.streams", "solbench.evaluate.integrity.tamper",
+                 "solbench.evaluate.languages", "solbench.problems.problem", "solbench.problems.inputs",
+                 "solbench.problems.modules", "solbench.problems.workload", "solbench.hardware.telemetry",
+                 "solbench.evaluate.phases")
+
+
+def harness() -> tuple[str, ...]:
+    """Every module of the harness this process uses: the harness packages' modules, found on disk, and the
+    extras (tests/test_harness.py checks that nothing the harness imports later is missing)."""
+    names = []
+    for package in HARNESS_PACKAGES:
+        names.append(package)
+        names += [f"{package}.{m.name}" for m in pkgutil.iter_modules(importlib.import_module(package).__path__)]
+    return tuple(names) + HARNESS_EXTRA
 
 
 def draw_seed(run_seed: int, uuid: str, draw: int) -> int:
@@ -67,7 +75,7 @@ class Context:
     """What every subject needs to know about the problem and job at hand."""
 
     def __init__(self, job: dict[str, Any], torch, problem, device, zygote=None):
-        from solbench.evaluate.timing import TimingConfig
+        from solbench.evaluate.timing.rounds import TimingConfig
         from solbench.problems.modules import entry, module_from_source
 
         self.job = job
@@ -111,14 +119,14 @@ class Context:
     def flusher(self):
         """The cache flush for timing trusted subjects on the GPU (a candidate's process has its own)."""
         if self._flusher is None and self.dev.type == "cuda":
-            from solbench.evaluate.timing import Flusher
+            from solbench.evaluate.timing.rounds import Flusher
 
             self._flusher = Flusher(self.job.get("llc_bytes", 64 << 20), self.dev)
         return self._flusher
 
     def reference_of(self, given: list[Any]) -> tuple[list[Any], list[Any]]:
         """The reference's outputs on copies of ``given``, and its float64 anchor."""
-        from solbench.evaluate.calls import as_list, copied
+        from solbench.evaluate.boundary.calls import as_list, copied
 
         ref_in = [copied(x) for x in given]
         ref = self.with_inplace(as_list(self.reference(*ref_in)), ref_in)
@@ -126,7 +134,7 @@ class Context:
 
     def anchor_of(self, given: list[Any]) -> list[Any]:
         """The reference's outputs in float64 on copies of ``given`` (in-place inputs appended)."""
-        from solbench.evaluate.calls import as_list
+        from solbench.evaluate.boundary.calls import as_list
 
         anc_in = [_upcast(x, self.torch) for x in given]
         return self.with_inplace(as_list(self.reference(*anc_in)), anc_in)
@@ -135,7 +143,7 @@ class Context:
         """The wall time of one reference call on copies of ``given``, synchronised on the GPU."""
         import time
 
-        from solbench.evaluate.calls import copied
+        from solbench.evaluate.boundary.calls import copied
 
         ref_in = [copied(x) for x in given]
         if self.dev.type == "cuda":
@@ -149,7 +157,7 @@ class Context:
     def reference_unfit(self, given: list[Any], ref: list[Any], anchor: list[Any], check) -> tuple[str, str] | None:
         """(reason, message) when the reference cannot judge anything: NaN in its outputs, or a second call on the
         same inputs that its own tolerance rejects (a random reference: dropout, an unseeded draw)."""
-        from solbench.evaluate.calls import as_list, copied
+        from solbench.evaluate.boundary.calls import as_list, copied
 
         torch = self.torch
         for name, x in zip([n for n, _ in self.out_specs] + self.inplace, ref):
@@ -173,7 +181,7 @@ class Context:
 
 
 def _upcast(x, torch):
-    from solbench.evaluate.calls import copied
+    from solbench.evaluate.boundary.calls import copied
 
     if isinstance(x, torch.Tensor) and x.is_floating_point():
         return x.to(torch.float64)
@@ -185,14 +193,14 @@ def main(cmd_fd: int, result_fd: int) -> int:
     """Serve jobs (one job file path per line on ``cmd_fd``) until the runner closes the pipe."""
     import torch
 
-    from solbench.evaluate import isolation
-    from solbench.evaluate.calls import cuda_healthy, set_threads
+    from solbench.evaluate.isolation import namespaces
+    from solbench.evaluate.boundary.calls import cuda_healthy, set_threads
 
-    isolation.die_with_parent()  # the runner's end is this worker's, whatever signal ended it
-    for name in HARNESS:
+    namespaces.die_with_parent()  # the runner's end is this worker's, whatever signal ended it
+    for name in harness():
         importlib.import_module(name)
-    from solbench.evaluate.sandbox import namespaces_available
-    from solbench.evaluate.zygote import Zygote
+    from solbench.evaluate.isolation.sandbox import namespaces_available
+    from solbench.evaluate.isolation.zygote import Zygote
 
     set_threads(torch, int(os.environ.get("SOLBENCH_CPU_THREADS") or 0))
     # forked before any job (and its seed) is read and before this process has a CUDA context
@@ -218,12 +226,12 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
     """One job; returns non-zero when this worker must not take another (its CUDA context is lost)."""
     import torch
 
-    from solbench.evaluate.calls import set_threads, set_tf32
-    from solbench.evaluate.judging import judge_workload
+    from solbench.evaluate.boundary.calls import set_threads, set_tf32
+    from solbench.evaluate.verdict.stages import judge_workload
     from solbench.evaluate.languages import CompileError
-    from solbench.evaluate.limits import not_run
-    from solbench.evaluate.sandbox import read_tail
-    from solbench.evaluate.subjects import LocalSubject, RemoteSubject
+    from solbench.evaluate.verdict.limits import not_run
+    from solbench.evaluate.isolation.sandbox import read_tail
+    from solbench.evaluate.trusted.subjects import LocalSubject, RemoteSubject
     from solbench.problems.modules import entry, module_from_source
     from solbench.problems.problem import load_problem
 
@@ -333,7 +341,7 @@ def cli() -> None:
     try:
         args = sys.argv[1:]
         if len(args) != 3 or args[0] != "--serve":
-            sys.exit("usage: python -m solbench.evaluate.worker --serve CMD_FD RESULT_FD")
+            sys.exit("usage: python -m solbench.evaluate.trusted.worker --serve CMD_FD RESULT_FD")
         sys.exit(main(int(args[1]), int(args[2])))
     except SystemExit:
         raise

@@ -1,6 +1,6 @@
 """When to stop timing: the trusted side's plan of a workload's timing rounds, and its stopping rule.
 
-A subject's timing is a series of rounds (``timing.Round``). The first starts with the warm-up calls and, on
+A subject's timing is a series of rounds (``rounds.Round``). The first starts with the warm-up calls and, on
 the GPU, the wall-time calls; then held samples follow, round after round, until the median's 95% interval is
 within the target, the sample cap is reached or the budget (time spent in rounds) is spent. Each round holds
 at most ``capacity`` calls: for a candidate, the slots of its ring of fresh inputs (``ring``). The rule runs
@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from solbench.evaluate.stats import converged, summarize
-from solbench.evaluate.timing import Round, Timing, TimingConfig
+from solbench.evaluate.timing.stats import converged, summarize
+from solbench.evaluate.timing.rounds import Round, Timing, TimingConfig
 
 RunRound = Callable[[list[str]], Round]
 

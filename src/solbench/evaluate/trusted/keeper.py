@@ -20,13 +20,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from solbench.evaluate import limits
-from solbench.evaluate.isolation import die_with_parent
+from solbench.evaluate.verdict import limits
+from solbench.evaluate.isolation.namespaces import die_with_parent
 from solbench import tempdirs
-from solbench.evaluate.sandbox import end_process
+from solbench.evaluate.isolation.sandbox import end_process
 from solbench.records.verdict import VERDICT_ORDER
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[3])
 _KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
              "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
              "NVSHMEM_DISABLE_NVLS", "SOLBENCH_ZYGOTE", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "VIRTUAL_ENV",
@@ -34,7 +34,7 @@ _KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES",
 #: the worker's entry, run with ``python -I`` (no environment variables, no user site, no script directory on
 #: the path): the module path comes from the runner's own
 _BOOT = ("import sys; sys.path[:0] = [p for p in sys.argv.pop(1).split(chr(10)) if p]; "
-         "from solbench.evaluate.worker import cli; cli()")
+         "from solbench.evaluate.trusted.worker import cli; cli()")
 
 
 def module_paths() -> list[str]:
@@ -273,7 +273,7 @@ def _exit_status(judge: Judge) -> int | None:
 def _footprint_of(job: dict[str, Any], uuid: str) -> str:
     """The workload's memory estimate, as a clause for a message ("" where it cannot be had)."""
     try:
-        from solbench.evaluate.footprint import available_bytes, footprint
+        from solbench.evaluate.trusted.footprint import available_bytes, footprint
         from solbench.problems.problem import load_problem
 
         fp = footprint(load_problem(job["problem_dir"]), uuid)

@@ -21,9 +21,11 @@ import statistics
 import time
 from typing import Any
 
-from solbench.evaluate import audit_clock, memops
-from solbench.evaluate.arena import view
-from solbench.evaluate.ring import slot_spec
+from solbench.evaluate.timing import globaltimer
+
+from solbench.evaluate.timing import memops
+from solbench.evaluate.boundary.arena import view
+from solbench.evaluate.boundary.ring import slot_spec
 
 OWN_REPS = 5
 FIRST_HOLD_S = 0.002
@@ -56,7 +58,7 @@ class GpuAudit:
         self.stream = torch.cuda.Stream(self.dev)
         self.stamps = torch.zeros(2, dtype=torch.int64, device=self.dev)
         self.hold_s = FIRST_HOLD_S
-        audit_clock.warm(self.dev)
+        globaltimer.warm(self.dev)
         flags = slots.arena.buf[slots.flags:]
         flags.zero_()  # before the candidate hears of the audit: no flag is raised yet
         torch.cuda.synchronize(self.dev)
@@ -73,14 +75,14 @@ class GpuAudit:
         while True:
             t0 = time.perf_counter()
             with torch.cuda.stream(self.stream):
-                audit_clock.hold(self.hold_s)
-                audit_clock.stamp(self.stamps, 0)
+                globaltimer.hold(self.hold_s)
+                globaltimer.stamp(self.stamps, 0)
                 work()
-                audit_clock.stamp(self.stamps, 1)
+                globaltimer.stamp(self.stamps, 1)
             host_s = time.perf_counter() - t0
             self.stream.synchronize()
             if host_s < self.hold_s or self.hold_s >= MAX_HOLD_S:
-                return audit_clock.spans_ms(self.stamps)[0]
+                return globaltimer.spans_ms(self.stamps)[0]
             self.hold_s = min(MAX_HOLD_S, 2 * host_s + 1e-4)
 
     def own_ms(self, probe: list[Any], m: int) -> float:
@@ -112,7 +114,7 @@ class GpuAudit:
     def call(self, k: int, first: int, inputs: list[list[Any]], values: list[Any]):
         """Audit group ``k``, one call per input set on slots ``first``, ``first + 1``, ...: (outputs per call,
         inputs after per call, the bracket in ms or None when not counted)."""
-        from solbench.evaluate.audit import _answer, _call
+        from solbench.evaluate.timing.audit import _answer, _call
 
         torch = self.torch
         n = self.slots.layout.n
@@ -121,8 +123,8 @@ class GpuAudit:
         self.stream.wait_stream(torch.cuda.current_stream(self.dev))  # the inputs were drawn there
         t_hold = time.perf_counter()
         with torch.cuda.stream(self.stream):
-            audit_clock.hold(hold_s)
-            audit_clock.stamp(self.stamps, 0)
+            globaltimer.hold(hold_s)
+            globaltimer.stamp(self.stamps, 0)
             for s, x in zip(slots, inputs):
                 self.slots.fill(s, x)
             self.sub.ctx.flusher()
@@ -132,7 +134,7 @@ class GpuAudit:
         _answer(self.sub, k, "ok")  # the candidate's stream has ended: the trusted stream has nothing waiting
         memops.wait(self.stream, self.done, k + 1)
         with torch.cuda.stream(self.stream):
-            audit_clock.stamp(self.stamps, 1)
+            globaltimer.stamp(self.stamps, 1)
             taken = [self.slots.take(s, values) for s in slots]
         self._settle(k)
         self.hold_s = min(MAX_HOLD_S, max(MIN_HOLD_S, self.hold_s if host_s < hold_s else 0.0, 2 * host_s + 1e-4))
@@ -141,7 +143,7 @@ class GpuAudit:
         outs, after = [t[0] for t in taken], [t[1] for t in taken]
         if host_s >= hold_s:
             return outs, after, None  # the candidate's launches may have come after the go flag: not counted
-        return outs, after, audit_clock.spans_ms(self.stamps)[0]
+        return outs, after, globaltimer.spans_ms(self.stamps)[0]
 
     def _settle(self, k: int) -> None:
         """Wait for the group's bracket to end, within the candidate's time left. A candidate that answered

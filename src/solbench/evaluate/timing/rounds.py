@@ -1,5 +1,5 @@
 """Measurement mechanics: how the calls of one timing round are timed. What to time, when to stop and what the
-samples mean are decided elsewhere (``measure`` here for the trusted side's own subjects, ``timed`` for a
+samples mean are decided elsewhere (``stopping`` here for the trusted side's own subjects, ``cross_check`` for a
 candidate, ``stats`` for the statistics).
 
 A round is a list of call kinds: ``warm`` (run, not timed: compilation, caches, the hold's calibration),
@@ -23,8 +23,8 @@ from typing import Callable
 
 import torch
 
-from solbench.evaluate.kernel_clock import NO_WINDOWS, RoundClock
-from solbench.evaluate.stats import converged, summarize
+from solbench.evaluate.timing.cupti import NO_WINDOWS, RoundClock
+from solbench.evaluate.timing.stats import converged, summarize
 
 
 @dataclass
@@ -48,7 +48,7 @@ class TimingConfig:
     hold: bool = True
     max_hold_s: float = 0.02  # a call whose host side takes longer than this is timed with its host time
     wall_calls: int = 3
-    #: what a held sample is: "cupti", the span of the call's own device records (``kernel_clock``), or
+    #: what a held sample is: "cupti", the span of the call's own device records (``cupti``), or
     #: "cuda_events", the interval between events queued before and after it (about 2 us more on the H200); a
     #: round where CUPTI cannot be used or its records cannot be placed keeps its event times
     clock: str = "cupti"
@@ -318,8 +318,8 @@ def time_graph(call: Callable[[], object], flusher: Flusher, cfg: TimingConfig) 
 def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg: TimingConfig,
               graph: bool | None = None, device_index: int = 0) -> Timing:
     """Time a trusted callable on the GPU, ``call(i)`` running it on input set ``i % n_sets``: rounds until the
-    stopping rule of ``measure`` ends them, NVML clock readings around them, a graph time where it applies."""
-    from solbench.evaluate.measure import measure
+    stopping rule of ``stopping`` ends them, NVML clock readings around them, a graph time where it applies."""
+    from solbench.evaluate.timing.stopping import measure
 
     snap = clock_snapshot(device_index)
     hold = Hold(cfg, (snap or {}).get("max_sm_clock_mhz"))
@@ -333,7 +333,7 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
 
 def time_cpu(call: Callable[[int], object], n_sets: int, cfg: TimingConfig) -> Timing:
     """Time a trusted callable on the CPU (see ``time_cuda``)."""
-    from solbench.evaluate.measure import measure
+    from solbench.evaluate.timing.stopping import measure
 
     one = _cycling(call, n_sets)
     return measure(lambda kinds: round_cpu(one, kinds, cfg), cfg, False, cfg.cpu_max_samples)

@@ -18,9 +18,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from solbench.evaluate import calls, memops
-from solbench.evaluate.arena import view
-from solbench.evaluate.ring import slot_spec
+from solbench.evaluate.boundary import calls
+
+from solbench.evaluate.timing import memops
+from solbench.evaluate.boundary.arena import view
+from solbench.evaluate.boundary.ring import slot_spec
 
 class _Refused(Exception):
     pass
@@ -45,7 +47,7 @@ def _store(torch, buf, layout: dict[str, Any], s: int, result: Any) -> None:
 
 
 def serve(cand, msg: dict[str, Any]) -> None:
-    """Run one audit for the candidate's process ``cand`` (a ``candidate.Candidate``)."""
+    """Run one audit for the candidate's process ``cand`` (a ``process.Candidate``)."""
     torch = cand.torch
     buf = cand.arena(msg)
     layout, values = msg["layout"], msg["values"]
@@ -96,7 +98,7 @@ def _loop(cand, buf, layout, values, stream, flags: tuple[int, int]) -> None:
     slots = {}  # each slot's arguments, made once: the calls pay only for the call
     fn = cand.fn
     if cand.fn == cand._null and not cand.dps:  # the null candidate returns outputs of the right kind to store
-        from solbench.evaluate.arena import dtype_from_name
+        from solbench.evaluate.boundary.arena import dtype_from_name
 
         made = [torch.zeros([int(d) for d in b["shape"]], dtype=dtype_from_name(b["dtype"]), device=cand.dev)
                 for b in layout["outputs"]]

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import torch
 
-from solbench.evaluate.arena import ALIGN, dtype_from_name, nbytes_for, raw_nbytes, view
+from solbench.evaluate.boundary.arena import ALIGN, dtype_from_name, nbytes_for, raw_nbytes, view
 
 MAX_SLOTS_GPU = 64
 MAX_SLOTS_CPU = 8

@@ -13,7 +13,7 @@ pre-filled), sends the round's call kinds, and on the reply checks that
 - the calls it then picks at random from its own secret (on the CPU: all of them) match the reference on the
   pristine inputs it kept, and left their other inputs alone (``output_recheck``, ``input_mutation``).
 
-The stopping rule is ``measure``'s, on the trusted side. The samples themselves are the candidate's claim until
+The stopping rule is ``stopping``'s, on the trusted side. The samples themselves are the candidate's claim until
 the audit (``audit``) confirms them with the trusted side's own clock.
 """
 
@@ -24,13 +24,13 @@ import math
 import time
 from typing import Any, Callable
 
-from solbench.evaluate import audit
-from solbench.evaluate import ring as ring_mod
-from solbench.evaluate.arena import nbytes_for, nbytes_of
-from solbench.evaluate.kernel_clock import wide_gaps
-from solbench.evaluate.measure import measure
-from solbench.evaluate.subjects import Rejected, Timed, picks, secret_rng
-from solbench.evaluate.timing import Round, clock_snapshot
+from solbench.evaluate.timing import audit
+from solbench.evaluate.boundary import ring as ring_mod
+from solbench.evaluate.boundary.arena import nbytes_for, nbytes_of
+from solbench.evaluate.timing.cupti import wide_gaps
+from solbench.evaluate.timing.stopping import measure
+from solbench.evaluate.trusted.subjects import Rejected, Timed, picks, secret_rng
+from solbench.evaluate.timing.rounds import Round, clock_snapshot
 
 TIMING_DRAWS = 1_000_000  # draw numbers of timed calls start here (correctness draws and baselines lie below)
 SLACK_S = 0.005

@@ -2,7 +2,7 @@
 trusted worker forks each candidate's process in milliseconds instead of paying ``import torch`` per solution.
 
 The trusted worker starts it before it reads any job, so it holds no secret; each child it forks sets itself up
-as ``sandbox._candidate_child`` does (namespaces, ``isolation``, rlimits) before it imports the solution.
+as ``sandbox._candidate_child`` does (namespaces, ``namespaces``, rlimits) before it imports the solution.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import os
 import signal
 
-from solbench.evaluate.sandbox import SandboxSpec, _candidate_child, _close_fds_but
+from solbench.evaluate.isolation.sandbox import SandboxSpec, _candidate_child, _close_fds_but
 
 
 class Zygote:
@@ -67,9 +67,9 @@ class Zygote:
 def _zygote_serve(sock, namespaces: bool) -> None:
     import socket
 
-    from solbench.evaluate import isolation
+    from solbench.evaluate.isolation import namespaces
 
-    isolation.die_with_parent()  # the trusted worker's end is the zygote's
+    namespaces.die_with_parent()  # the trusted worker's end is the zygote's
     _close_fds_but({sock.fileno()})  # nothing of the trusted worker's (its result pipe above all) stays open
     try:  # the imports a candidate needs, paid once (the trusted worker imported the harness already)
         import torch  # noqa: F401
@@ -82,7 +82,7 @@ def _zygote_serve(sock, namespaces: bool) -> None:
                 pass
     except Exception:
         pass
-    sock.sendall(b"1" if namespaces and isolation.probe() else b"0")
+    sock.sendall(b"1" if namespaces and namespaces.probe() else b"0")
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     while True:
         try:

@@ -225,7 +225,7 @@ NO_WINDOWS = _NoWindows()
 
 
 class RoundClock:
-    """A round's CUPTI clock (``kernel_clock``): opened at its first held call, read at its end. Where CUPTI
+    """A round's CUPTI clock (``cupti``): opened at its first held call, read at its end. Where CUPTI
     cannot be used the round keeps its event times and notes why."""
 
     def __init__(self, on: bool):
@@ -245,7 +245,7 @@ class RoundClock:
         return self.session.windows
 
     def finish(self, out) -> None:
-        """Put the round's kernel spans in ``out`` (a ``timing.Round``), its event times beside them."""
+        """Put the round's kernel spans in ``out`` (a ``rounds.Round``), its event times beside them."""
         if self.session is None:
             out.clock_note = self.note
             return

@@ -1,9 +1,9 @@
 """The candidate's sandbox: how its process is started, limited, talked to and killed.
 
 The trusted worker starts one candidate process per solution (and a new one after a crash), forked from the
-zygote (``zygote``), or else from a fresh interpreter (``python -m solbench.evaluate.sandbox``). Either way the
+zygote (``zygote``), or else from a fresh interpreter (``python -m solbench.evaluate.isolation.sandbox``). Either way the
 process sets itself up in ``_candidate_child``: where the OS allows, new user, PID, mount and network namespaces
-and a sealed filesystem with no capabilities (``isolation``), so every process it starts dies with it, it has no
+and a sealed filesystem with no capabilities (``namespaces``), so every process it starts dies with it, it has no
 network and it writes nowhere but its own directory; elsewhere rlimits alone apply (docs/SECURITY.md). Commands
 go to it and replies come back as JSON lines over two pipes; a reply that does not come in time, or a process that
 ends, is reported as :class:`CandidateGone`.
@@ -32,12 +32,12 @@ SEALED_HINT = (" after a thread it asked for was refused: on the CPU, and for co
 
 
 def namespaces_available() -> bool:
-    """Whether this machine lets us isolate a candidate as ``isolation`` does (new user, PID, mount and network
+    """Whether this machine lets us isolate a candidate as ``namespaces`` does (new user, PID, mount and network
     namespaces, a sealed filesystem, no capabilities): a trial run in a fresh interpreter, once per process."""
     global _isolation_ok
     if _isolation_ok is None:
         try:
-            r = subprocess.run([sys.executable, "-c", "import sys; from solbench.evaluate.isolation import probe; "
+            r = subprocess.run([sys.executable, "-c", "import sys; from solbench.evaluate.isolation.namespaces import probe; "
                                 "sys.exit(0 if probe() else 1)"], capture_output=True, timeout=30,
                                stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=_package_parent()))
             _isolation_ok = r.returncode == 0
@@ -47,7 +47,7 @@ def namespaces_available() -> bool:
 
 
 def _package_parent() -> str:
-    return str(Path(__file__).resolve().parents[2])
+    return str(Path(__file__).resolve().parents[3])
 
 
 @dataclass
@@ -56,9 +56,9 @@ class SandboxSpec:
     workdir: str  # the evaluation's private directory: the process's cwd, its TMPDIR and HOME, where arenas live
     env: dict[str, str]  # the complete (scrubbed) environment
     device: str
-    hidden: list[str] = field(default_factory=list)  # paths made empty inside the namespaces (isolation.View)
+    hidden: list[str] = field(default_factory=list)  # paths made empty inside the namespaces (namespaces.View)
     readable: list[str] = field(default_factory=list)  # paths under a hidden one it must still read
-    writable: list[str] = field(default_factory=list)  # mount points left writable (isolation.View)
+    writable: list[str] = field(default_factory=list)  # mount points left writable (namespaces.View)
     mode: str = "auto"  # "auto": namespaces where available; "none": rlimits only
     max_file_bytes: int = 4 << 30
     max_address_space_bytes: int = 64 << 30  # CPU only: CUDA reserves more address space than any sane limit
@@ -68,7 +68,7 @@ class SandboxSpec:
         return self.mode == "auto" and namespaces_available()
 
     def view(self) -> dict[str, Any]:
-        from solbench.evaluate.isolation import View
+        from solbench.evaluate.isolation.namespaces import View
 
         return View(private=self.workdir, staged=self.staged, hidden=self.hidden, readable=self.readable,
                     writable=self.writable).to_dict()
@@ -154,9 +154,9 @@ class CandidateProcess:
 
     def _popen(self, cmd_r: int, reply_w: int) -> subprocess.Popen:
         """A fresh interpreter that sets itself up as a zygote's child does (``python -m
-        solbench.evaluate.sandbox``), then imports torch inside its sandbox."""
+        solbench.evaluate.isolation.sandbox``), then imports torch inside its sandbox."""
         spec = dict(self.spec.to_dict(), namespaces=self.spec.namespaced)
-        argv = [sys.executable, "-m", "solbench.evaluate.sandbox", json.dumps(spec), str(cmd_r), str(reply_w)]
+        argv = [sys.executable, "-m", "solbench.evaluate.isolation.sandbox", json.dumps(spec), str(cmd_r), str(reply_w)]
         with open(self.log_path, "ab") as log:
             return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     pass_fds=(cmd_r, reply_w), cwd=self.spec.workdir, env=self.spec.env)
@@ -325,11 +325,11 @@ def _max_fd() -> int:
 def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int) -> int:
     """In the zygote's fresh child (or a fresh interpreter): isolate, then become the candidate's process.
     Returns an exit code."""
-    from solbench.evaluate import isolation
+    from solbench.evaluate.isolation import namespaces
 
     os.setsid()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    isolation.die_with_parent()
+    namespaces.die_with_parent()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     if log_fd >= 0:
@@ -337,16 +337,16 @@ def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int
         os.dup2(log_fd, 2)
     _close_fds_but({cmd_r, reply_w})
     if spec["namespaces"]:
-        isolation.enter_namespaces()
+        namespaces.enter_namespaces()
     pid = os.fork()  # with namespaces, the child is process 1 of the new PID namespace
     if pid:
         for fd in (cmd_r, reply_w):
             os.close(fd)
         _, status = os.waitpid(pid, 0)
         return os.waitstatus_to_exitcode(status) & 0xFF
-    isolation.die_with_parent()
+    namespaces.die_with_parent()
     if spec["namespaces"]:
-        isolation.isolate(isolation.View.from_dict(spec["view"]))
+        namespaces.isolate(namespaces.View.from_dict(spec["view"]))
     _apply_limits(spec["device"], int(spec["max_file_bytes"]), int(spec["max_address_space_bytes"]))
     os.chdir(spec["workdir"])
     os.environ.clear()
@@ -354,12 +354,12 @@ def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int
     import tempfile
 
     tempfile.tempdir = None  # the zygote's cached choice would outlive the new TMPDIR
-    from solbench.evaluate import candidate
+    from solbench.evaluate.candidate import process
 
     sys.argv = ["solbench-candidate"]  # nothing of the harness's plumbing (its descriptors) in plain sight
     code = 3
     try:
-        code = candidate.main(cmd_r, reply_w)
+        code = process.main(cmd_r, reply_w)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0
     except BaseException:
@@ -371,6 +371,6 @@ def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int
     return code
 
 
-if __name__ == "__main__":  # a candidate from a fresh interpreter (no zygote): python -m solbench.evaluate.sandbox
+if __name__ == "__main__":  # a candidate from a fresh interpreter (no zygote): python -m solbench.evaluate.isolation.sandbox
     _spec, _cmd, _reply = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     os._exit(_candidate_child(_spec, _cmd, _reply, -1))

@@ -1,6 +1,6 @@
 """The candidate's process: it runs the solution and nothing that judges it.
 
-Started inside the sandbox (``solbench.evaluate.sandbox``: forked from the trusted worker's zygote, or a fresh
+Started inside the sandbox (``solbench.evaluate.isolation.sandbox``: forked from the trusted worker's zygote, or a fresh
 interpreter). It never sees a seed, a reference output, the comparison or which timed calls will be re-checked:
 the trusted worker lends it inputs through an arena (``arena``, ``ring``), asks for one call or one round of
 timed calls at a time, and reads the outputs out of the arena itself. Everything in this process is the
@@ -12,10 +12,10 @@ Commands and replies are JSON lines; every reply echoes the command's ``nonce`` 
 fresh harness snapshot, compared on the trusted side with the one taken before the solution was imported.
 - ``load``: language, staged directory, entry point, device -> ``ready`` or ``fatal``
 - ``call``: arena, input slots, output slots, mode (``normal`` or ``ghost``), profile -> ``called``
-- ``time``: arena, the ring's layout and plain values, the round's call kinds -> ``timed``
+- ``time``: arena, the ring's layout and plain values, the round's call kinds -> ``cross_check``
 - ``graph``: arena, the ring, one slot -> ``graphed``
 - ``audit``: arena, slots, the hand-over's flags -> ``audit_ready``, then ``go``/``ok`` lines, ``audit_end``
-  -> ``audited`` (``candidate_audit``)
+  -> ``audited`` (``audited``)
 - ``exit``
 
 Once the solution is loaded the process installs its system-call filter (``seccomp``); the trusted side reads
@@ -32,8 +32,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from solbench.evaluate import arena as arena_mod
-from solbench.evaluate import calls, candidate_audit, ring, seccomp, timing
+from solbench.evaluate.boundary import arena as arena_mod
+from solbench.evaluate.boundary import calls
+from solbench.evaluate.candidate import audited
+from solbench.evaluate.boundary import ring
+from solbench.evaluate.isolation import seccomp
+from solbench.evaluate.timing import rounds
 from solbench.evaluate.integrity import dynamic, ghost, language, tamper
 from solbench.evaluate.integrity.l2 import L2Guard
 from solbench.evaluate.integrity.streams import Streams
@@ -87,7 +91,7 @@ class Candidate:
         self.seccomp: str | None = "not installed"
         self.flusher = None
         self.flusher_llc = 0
-        self.hold: timing.Hold | None = None
+        self.hold: rounds.Hold | None = None
         self.calls = 0
         self.threads_before = dynamic.thread_idents()
         self.language.install_hooks(self.device_name)
@@ -316,7 +320,7 @@ class Candidate:
     def _flusher(self, msg: dict[str, Any]):
         llc = int(msg.get("llc_bytes", 64 << 20))
         if self.flusher is None or self.flusher_llc != llc:
-            self.flusher, self.flusher_llc = timing.Flusher(llc, self.dev), llc  # one per process
+            self.flusher, self.flusher_llc = rounds.Flusher(llc, self.dev), llc  # one per process
         return self.flusher
 
     def _ring(self, msg: dict[str, Any]) -> ring.CandidateRing:
@@ -326,7 +330,7 @@ class Candidate:
         """One round of timed calls: call k on slot k of the ring."""
         slots = self._ring(msg)
         kinds = [str(k) for k in msg["kinds"]]
-        cfg = timing.TimingConfig(**msg.get("timing", {}))
+        cfg = rounds.TimingConfig(**msg.get("timing", {}))
         fn = self.fn
         streams = self.streams
         refused: list[str] = []
@@ -351,15 +355,15 @@ class Candidate:
             slots.store(k, calls.as_list(result))
 
         if kinds and kinds[0] == "warm" or self.hold is None:
-            self.hold = timing.Hold(cfg, msg.get("max_sm_clock_mhz"))
+            self.hold = rounds.Hold(cfg, msg.get("max_sm_clock_mhz"))
         l2_guarded = bool(self.cuda and self.l2.reset())
         t_begin = time.monotonic()
         try:
             if self.cuda:
-                r = timing.round_cuda(timed_call, kinds, self._flusher(msg), cfg, self.hold,
+                r = rounds.round_cuda(timed_call, kinds, self._flusher(msg), cfg, self.hold,
                                       tails=streams.tails, check=check, after=after, prepare=slots.prepare)
             else:
-                r = timing.round_cpu(timed_call, kinds, cfg, check=check, after=after, prepare=slots.prepare)
+                r = rounds.round_cpu(timed_call, kinds, cfg, check=check, after=after, prepare=slots.prepare)
             self.sync()
         except language.ProfilerTampered as exc:
             codes, digest = self.checked()
@@ -388,8 +392,8 @@ class Candidate:
         slots = self._ring(msg)
         args = slots.args(int(msg.get("slot", 0)))
         try:
-            ms = timing.time_graph(lambda: self._in_solution(lambda: self.fn(*args)), self._flusher(msg),
-                                   timing.TimingConfig(**msg.get("timing", {})))
+            ms = rounds.time_graph(lambda: self._in_solution(lambda: self.fn(*args)), self._flusher(msg),
+                                   rounds.TimingConfig(**msg.get("timing", {})))
             error = None
         except Exception as exc:  # not every solution can be captured; that is not a failure
             ms, error = None, f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -416,7 +420,7 @@ def main(cmd_fd: int, reply_fd: int) -> int:
     codes, digest = cand.checked()
     chan.send(type="ready", harness=cand.baseline, codes=codes, seccomp=cand.seccomp)
     handlers = {"call": cand.call, "time": cand.time, "graph": cand.graph,
-                "audit": lambda msg: candidate_audit.serve(cand, msg)}
+                "audit": lambda msg: audited.serve(cand, msg)}
     while True:
         msg = chan.receive()
         if msg is None or msg.get("op") == "exit":

@@ -8,7 +8,7 @@ from typing import Any
 from solbench.records import scoring
 from solbench.analysis.roofline import Work, sol_time
 from solbench.evaluate.baselines import BASELINE_LABEL
-from solbench.evaluate.stats import summarize
+from solbench.evaluate.timing.stats import summarize
 from solbench.records.verdict import INCORRECT, WorkloadResult
 from solbench.hardware.spec import Ceilings
 from solbench.hardware.telemetry import SLOWDOWN_REASONS
@@ -31,7 +31,7 @@ def hard_floor_ms(problem: Problem, axes: dict[str, int], datasheet: Ceilings, l
     """What no honest call can beat whatever the counted work: the latency floor, and writing the fresh outputs
     (every element is checked to be there) beyond what the last-level cache could hold back, at the datasheet's
     DRAM bandwidth. Unknown cache size: the largest known (256 MB)."""
-    from solbench.evaluate.footprint import tensor_bytes
+    from solbench.evaluate.trusted.footprint import tensor_bytes
 
     d = problem.definition
     out_bytes = tensor_bytes(d, d.outputs, axes)

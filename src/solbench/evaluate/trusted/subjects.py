@@ -2,7 +2,7 @@
 called in a sandboxed process of its own.
 
 Both answer ``call`` (one call on given inputs) and ``time`` (a timing, in rounds the trusted side plans: see
-``measure``). For a candidate, every input it is lent is a copy of one the trusted side keeps; every output is
+``stopping``). For a candidate, every input it is lent is a copy of one the trusted side keeps; every output is
 read out of memory the trusted side owns and pre-filled; every reply is checked against the trusted side's
 record of the exchange (``protocol``); and the timed calls that are re-checked are picked here, from a secret,
 after the round's outputs are written (``ring``).
@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from solbench.evaluate import protocol
+from solbench.evaluate.boundary import protocol
 from solbench.evaluate.integrity import kernel_origin
-from solbench.evaluate.calls import as_list, copied, cuda_healthy, short_traceback
+from solbench.evaluate.boundary.calls import as_list, copied, cuda_healthy, short_traceback
 
 #: re-checked calls per round, picked at random among the round's timed calls, the round's last one beside
 RECHECKS_GPU = 5
@@ -116,7 +116,7 @@ class LocalSubject:
         return Called(outputs=out, inputs_after=used, peak_memory_bytes=peak)
 
     def time(self, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int], list[Any]], recheck=None) -> Timed:
-        from solbench.evaluate.timing import time_cpu, time_cuda
+        from solbench.evaluate.timing.rounds import time_cpu, time_cuda
 
         job = self.ctx.job
         sets = [draw(self.ctx.seed_for(uuid, 1000 + i)) for i in range(int(job.get("input_sets", 3)))]
@@ -172,7 +172,7 @@ class RemoteSubject:
     # the process --------------------------------------------------------------------------------------
     def start(self) -> str | None:
         """Start the candidate's process and load the solution; returns a compile error, or None."""
-        from solbench.evaluate.sandbox import CandidateGone, CandidateProcess, SandboxSpec
+        from solbench.evaluate.isolation.sandbox import CandidateGone, CandidateProcess, SandboxSpec
 
         job = self.ctx.job
         sb = job["sandbox"]
@@ -213,7 +213,8 @@ class RemoteSubject:
     def _check_filter(self, claimed: str | None) -> None:
         """Whether the candidate's system-call filter is in place, read from outside its process: a candidate
         that runs without one where this machine can load it is a reward hack (``seccomp_refused``)."""
-        from solbench.evaluate import outside, seccomp
+        from solbench.evaluate.isolation import outside
+        from solbench.evaluate.isolation import seccomp
 
         pid = outside.candidate_pid(self.proc.proc.pid)
         filters = outside.seccomp_filters(pid) if pid is not None else None
@@ -231,7 +232,7 @@ class RemoteSubject:
         null = RemoteSubject(self.ctx, dict(self.subject, null=True, language="pytorch"))
         error = null.start()
         if error:
-            from solbench.evaluate.audit import Unaudited
+            from solbench.evaluate.timing.audit import Unaudited
 
             raise Unaudited(f"the null candidate did not start: {error}")
         return null
@@ -283,7 +284,7 @@ class RemoteSubject:
             self.ctx.torch.cuda.synchronize()
 
     def _lend(self, nbytes: int):
-        from solbench.evaluate.arena import Arena
+        from solbench.evaluate.boundary.arena import Arena
 
         self._drop_arena()
         self.arena_id += 1
@@ -293,7 +294,7 @@ class RemoteSubject:
     def _exchange(self, msg: dict[str, Any], expected: str):
         """(the checked reply, None) or (None, a verdict update) when the process did not answer or the reply is
         not one the exchange allows."""
-        from solbench.evaluate.sandbox import CandidateGone
+        from solbench.evaluate.isolation.sandbox import CandidateGone
 
         if self.proc is None:
             error = self.start()
@@ -336,7 +337,7 @@ class RemoteSubject:
     # calls ----------------------------------------------------------------------------------------------
     def _outputs(self, described: list[Any], slots: list[dict[str, Any]]) -> list[Any]:
         """What the candidate produced, as the trusted side sees it (mismatches become judgeable stand-ins)."""
-        from solbench.evaluate.arena import dtype_from_name
+        from solbench.evaluate.boundary.arena import dtype_from_name
 
         torch = self.ctx.torch
         got: list[Any] = []
@@ -356,8 +357,8 @@ class RemoteSubject:
         return got
 
     def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal", profile: bool = False) -> Called:
-        from solbench.evaluate.arena import nbytes_for, nbytes_of
-        from solbench.evaluate.ring import sentinel_fill
+        from solbench.evaluate.boundary.arena import nbytes_for, nbytes_of
+        from solbench.evaluate.boundary.ring import sentinel_fill
 
         ph = self.ctx.phases  # nested in the worker's "calls": lending the inputs, the exchange, taking back
         shapes = self.ctx.out_shapes(axes)
@@ -395,8 +396,8 @@ class RemoteSubject:
 
     def time(self, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int], list[Any]],
              recheck: Callable[[list[Any], list[Any]], str | None]) -> Timed:
-        """Time the candidate in rounds over a ring of fresh inputs (see ``ring`` and ``timed``)."""
-        from solbench.evaluate.timed import time_remote
+        """Time the candidate in rounds over a ring of fresh inputs (see ``ring`` and ``cross_check``)."""
+        from solbench.evaluate.timing.cross_check import time_remote
 
         try:
             return time_remote(self, uuid, axes, cfg, draw, recheck)

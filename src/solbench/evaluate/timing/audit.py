@@ -1,6 +1,6 @@
 """The audit: a candidate's time confirmed by evidence its process cannot write.
 
-The samples of a candidate's timing rounds (``timed``) are measured in its own process, where native code can
+The samples of a candidate's timing rounds (``cross_check``) are measured in its own process, where native code can
 rewrite anything, and a round can hide work: its inputs are all in place before it starts, and outputs are read
 after it ends. So after the rounds of every timed workload the trusted worker re-times ``AUDIT_CALLS`` calls
 itself, one at a time, each with an input set that exists nowhere the candidate can read until that call's
@@ -8,7 +8,7 @@ clock has started:
 
 - **GPU**: on a stream of its own the trusted worker holds the device (long enough for the candidate to enqueue
   the call: a call whose host side took longer is not counted), flushes the cache, stamps ``%globaltimer``
-  (``audit_clock``), copies the call's inputs into its slot, fills the output room with the sentinel and
+  (``globaltimer``), copies the call's inputs into its slot, fills the output room with the sentinel and
   raises the call's ``go`` flag (``memops``: a word of the arena); the candidate's stream waits for that flag,
   runs the call (its other streams joined) and raises the ``done`` flag; the trusted stream waits for it,
   stamps again and copies the slot's outputs out. The stamps bracket whatever ran between the flags, whoever
@@ -39,11 +39,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from solbench.evaluate import audit_gpu, outside
-from solbench.evaluate.arena import ALIGN, view
-from solbench.evaluate.audit_gpu import Unaudited
-from solbench.evaluate.ring import BOOL_SENTINEL, Layout, sentinel_fill, slot_spec
-from solbench.evaluate.subjects import Rejected
+from solbench.evaluate.timing import audit_gpu
+
+from solbench.evaluate.isolation import outside
+from solbench.evaluate.boundary.arena import ALIGN, view
+from solbench.evaluate.timing.audit_gpu import Unaudited
+from solbench.evaluate.boundary.ring import BOOL_SENTINEL, Layout, sentinel_fill, slot_spec
+from solbench.evaluate.trusted.subjects import Rejected
 
 AUDIT_CALLS = {"cuda": 12, "cpu": 16}
 MIN_AUDIT_CALLS = 4  # a slow call is audited fewer times, never fewer than this

@@ -15,9 +15,9 @@ import math
 import random
 from typing import Any
 
-from solbench.evaluate.calls import short_traceback
-from solbench.evaluate.limits import workload_limit
-from solbench.evaluate.subjects import Called, LocalSubject
+from solbench.evaluate.boundary.calls import short_traceback
+from solbench.evaluate.verdict.limits import workload_limit
+from solbench.evaluate.trusted.subjects import Called, LocalSubject
 
 #: the DSL kernels' share of the profiled call's device time under which the verdict is reward_hack (under 0.5
 #: it is a warning, dsl_share_low)
@@ -82,7 +82,7 @@ def language_proof(acc, language, single: bool, warnings: list[str]) -> tuple[st
 def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
     """Check and time one subject on one workload; the result message's fields (``lost``: this process's CUDA
     context is gone)."""
-    from solbench.evaluate.correctness import accept_alternative, compare, tolerance_for
+    from solbench.evaluate.verdict.correctness import accept_alternative, compare, tolerance_for
     from solbench.evaluate.integrity import dynamic, ghost
     from solbench.problems.inputs import make_inputs, torch_dtype
 
@@ -302,7 +302,7 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
     except torch.OutOfMemoryError:
         fail("runtime_error", ["out_of_memory"], None)
     except Exception as exc:
-        from solbench.evaluate.calls import cuda_healthy
+        from solbench.evaluate.boundary.calls import cuda_healthy
 
         fail("runtime_error", ["exception"], short_traceback(exc))
         if dev.type == "cuda" and not cuda_healthy(torch):
@@ -315,7 +315,7 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
         result["warnings"] = sorted(set(warnings))
     result["phases"] = ph.take()
     if isinstance(subject, LocalSubject) and dev.type == "cuda":
-        from solbench.evaluate.calls import cuda_healthy
+        from solbench.evaluate.boundary.calls import cuda_healthy
 
         if not cuda_healthy(torch):
             result["lost"] = True  # a trusted subject broke this process's context

@@ -45,8 +45,8 @@ def main() -> None:
     import torch
     import triton  # noqa: F401
 
-    import solbench.evaluate.candidate.process  # noqa: F401  (the harness modules a candidate process holds)
     import solbench.evaluate.boundary.ring as ring
+    import solbench.evaluate.candidate.process  # noqa: F401  (the harness modules a candidate process holds)
     import solbench.evaluate.timing.rounds  # noqa: F401
     from solbench.evaluate.boundary import arena as arena_mod
     from solbench.evaluate.integrity import tamper

@@ -7,6 +7,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from conftest import AXPY
+
 from solbench.evaluate import admission
 from solbench.evaluate.trusted.footprint import footprint
 from solbench.problems.problem import load_problem

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from agents_loopback import LoopbackServer, code_reply, delay, no_code_reply, reply
+
 from solbench.evaluate.isolation.sandbox import namespaces_available
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from agents_loopback import LoopbackServer, no_code_reply
+
 from solbench import tempdirs
 from solbench.agents import run_secret
 from solbench.agents.loop import AttemptResult

@@ -13,7 +13,8 @@ from agents_loopback import (LoopbackServer, closed_port, code_reply, delay, htt
                              reply, tool_call, truncated_reply)
 
 from solbench.agents.models import ModelConfig, get_model, load_model, load_models
-from solbench.agents.providers import DUMMY_KEY, ProviderError, RetryPolicy, make_provider
+from solbench.agents.providers import ProviderError, RetryPolicy, make_provider
+from solbench.agents.providers.keys import DUMMY_KEY
 from solbench.agents.providers.retry import parse_retry_after
 from solbench.agents.types import Message, Price, Reply, Tool, ToolCall, Usage
 from solbench.errors import UserError

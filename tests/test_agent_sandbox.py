@@ -17,8 +17,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from agents_loopback import LoopbackServer, reply
+from test_agent_scaffold import TASK, TEMPLATE, FakeGrader, _alive_with
+
 from solbench.agents import jail, proxy, run_secret
 from solbench.agents.scaffold import Layout, run_external
 from solbench.agents.session import Setup, agent_view
@@ -26,7 +27,6 @@ from solbench.agents.types import Budget, Price, Usage
 from solbench.errors import UserError
 from solbench.evaluate.isolation.sandbox import namespaces_available
 from solbench.store.db import Store
-from test_agent_scaffold import TASK, TEMPLATE, FakeGrader, _alive_with
 
 needs_namespaces = pytest.mark.skipif(not namespaces_available(),
                                       reason="user namespaces are not available here: no agent sandbox to test")

@@ -8,12 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from solbench.evaluate.isolation import outside
-
-from solbench.evaluate.isolation import seccomp
-from solbench.evaluate.timing.audit import ABS_TOL_MS, CALL_TOL_MS, Audit, Calibration, resolution, verdict
-from solbench.evaluate.runner import EvalOptions, evaluate
+from solbench.evaluate.isolation import outside, seccomp
 from solbench.evaluate.isolation.sandbox import MAX_REPLY_BYTES, CandidateProcess, SandboxSpec
+from solbench.evaluate.runner import EvalOptions, evaluate
+from solbench.evaluate.timing.audit import ABS_TOL_MS, CALL_TOL_MS, Audit, Calibration, resolution, verdict
 from solbench.problems.problem import load_problem
 from solbench.problems.solution import load_solution
 

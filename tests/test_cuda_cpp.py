@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import AXPY, FIXTURES
+
 from solbench.evaluate import build_cache
+from solbench.evaluate.native.carry import Carry
 
 CPP = FIXTURES / "cuda_cpp"
 
@@ -289,12 +290,12 @@ def test_a_second_evaluation_loads_the_verified_build(built, cache, monkeypatch)
     assert ev.environment["candidate_ready_s"] < 1.0  # the candidate's process: start, sandbox, verify, load
 
     # the plug-in's own load, in this process, from the trusted side's copy: hashes checked, nothing built
-    from solbench.evaluate.languages.cuda_cpp import CudaCpp
     from solbench.evaluate.languages.base import CompileError
+    from solbench.evaluate.languages.cuda_cpp import CudaCpp
 
     sol = _solution("axpy_cpp")
     private = cache / "private"
-    carry = build_cache.Carry(CudaCpp(), sol, "cpu", private, cache / "build")
+    carry = Carry(CudaCpp(), sol, "cpu", private, cache / "build")
     assert carry.report["cached"] and carry.failed is None
     plan = json.loads(carry.env["SOLBENCH_BUILD_PLAN"])
     copy = Path(plan["library"])
@@ -337,7 +338,7 @@ def test_leftovers_in_the_candidates_directory_never_reach_the_cache(built, cach
 
     sol = _solution("axpy_cpp")
     private = cache / "private-leftovers"
-    carry = build_cache.Carry(CudaCpp(), sol, "cpu", private, cache / "build")
+    carry = Carry(CudaCpp(), sol, "cpu", private, cache / "build")
     where = private / "build" / carry.key
     with open(where / "filler.bin", "wb") as f:
         f.truncate(480 << 20)

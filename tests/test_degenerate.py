@@ -1,9 +1,9 @@
 """The degenerate-task filter over the whole bundled suite (CPU workloads), and on a fixture that must trip it."""
 
 import pytest
-
 from conftest import AXPY, FIXTURES
-from solbench.problems.degenerate import check_problem
+
+from solbench.evaluate.degenerate import check_problem
 from solbench.problems.problem import load_problem
 from solbench.problems.suite import select_problems
 
@@ -27,7 +27,7 @@ def test_bundled_problem_is_not_degenerate(problem):
 
 @pytest.mark.parametrize("problem", select_problems("full"), ids=lambda p: p.name)
 def test_reference_passes_its_own_check_on_cpu(problem):
-    from solbench.problems.degenerate import reference_self_check
+    from solbench.evaluate.degenerate import reference_self_check
 
     for w in problem.workloads_for("cpu"):
         assert reference_self_check(problem, w) is None, w.uuid
@@ -36,7 +36,7 @@ def test_reference_passes_its_own_check_on_cpu(problem):
 def test_self_check_flags_a_downcasting_reference(tmp_path):
     import json
 
-    from solbench.problems.degenerate import reference_self_check
+    from solbench.evaluate.degenerate import reference_self_check
 
     (tmp_path / "definition.json").write_text(json.dumps({
         "name": "downcast", "axes": {"N": {"type": "var"}},

@@ -1,8 +1,8 @@
 """End-to-end evaluations on the CPU: verdicts for honest, wrong, crashing and hanging solutions."""
 
 import pytest
-
 from conftest import AXPY, SOLUTIONS
+
 from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.problems.solution import load_solution
 from solbench.store.db import Store
@@ -156,6 +156,7 @@ def test_replay_reproduces_a_failure(axpy, tmp_path):
 
 def test_in_place_inputs_are_judged_like_outputs():
     from conftest import FIXTURES
+
     from solbench.analysis.roofline import count_work
     from solbench.problems.problem import load_problem
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
+from solbench.analysis.heldout import draw_heldout
 from solbench.analysis.roofline import count_work, sol_time
 from solbench.hardware.registry import list_hardware
-from solbench.problems.heldout import draw_heldout
 from solbench.problems.suite import select_problems
 
 FULL = select_problems("full")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import AXPY, FIXTURES, inline_solution
+
 from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.problems.solution import load_solution
 from solbench.store.db import Store
@@ -157,7 +157,8 @@ def test_held_stream_times_the_device_not_a_slow_host():
     samples time the kernel; without the hold the event clock times the host's delay too, the CUPTI clock not."""
     import time
 
-    from solbench.evaluate.timing.rounds import Flusher, TimingConfig, time_cuda
+    from solbench.evaluate.timing.rounds import Flusher, TimingConfig
+    from solbench.evaluate.timing.stopping import time_cuda
 
     x = torch.randn(1 << 20, device="cuda")
     out = torch.empty_like(x)
@@ -194,7 +195,7 @@ def test_reference_on_the_gpu_is_sound_and_not_degenerate(problem):
     """Every bundled problem on the GPU: the reference gives the declared outputs with a float64 anchor on its
     largest GPU workload, and the degenerate-task filter passes on its smallest and largest."""
     from solbench.analysis.roofline import count_work
-    from solbench.problems.degenerate import check_problem, reference_self_check
+    from solbench.evaluate.degenerate import check_problem, reference_self_check
 
     by_size = sorted(problem.workloads_for("cuda"), key=lambda w: count_work(problem, w).bytes)
     assert reference_self_check(problem, by_size[-1], "cuda") is None

@@ -44,13 +44,13 @@ def _build_only(path: str) -> tuple[str, str | None, dict | None]:
     """The trusted build of one shipped example (no candidate): its failure, if any, and its report."""
     import tempfile
 
-    from solbench.evaluate import build_cache
+    from solbench.evaluate.native.carry import Carry
     from solbench.evaluate.languages import get_language
     from solbench.problems.solution import load_solution as load
 
     sol = load(path)
     with tempfile.TemporaryDirectory() as private:
-        carry = build_cache.Carry(get_language(sol.language), sol, "cuda", Path(private))
+        carry = Carry(get_language(sol.language), sol, "cuda", Path(private))
     why = carry.unsupported or (carry.failed or {}).get("message")
     return path, why, carry.report
 

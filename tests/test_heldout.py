@@ -1,8 +1,9 @@
 """Held-out shapes: drawn per run from the axis ranges, valid, reproducible, and recorded with the results."""
 
 from conftest import AXPY
+
+from solbench.analysis.heldout import draw_heldout
 from solbench.evaluate.runner import EvalOptions, evaluate
-from solbench.problems.heldout import draw_heldout
 from solbench.problems.problem import load_problem
 from solbench.problems.solution import load_solution
 from solbench.problems.suite import select_problems

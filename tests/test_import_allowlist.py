@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from solbench.evaluate.integrity.static import rejected, scan_sources
-from solbench.evaluate.integrity.static.allowlist import ALIASES, DENIED, LANGUAGE_PACKAGES, STDLIB_ALLOWED, TORCH_ALLOWED
+from solbench.evaluate.integrity.static.allowlist import (ALIASES, DENIED, LANGUAGE_PACKAGES, STDLIB_ALLOWED,
+                                                          TORCH_ALLOWED)
 from solbench.evaluate.integrity.static.modules import reach
 from solbench.problems.solution import load_solution
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from conftest import FIXTURES, inline_solution
 
+from solbench.analysis.heldout import draw_heldout
 from solbench.errors import UserError
 from solbench.evaluate.runner import EvalOptions, evaluate
-from solbench.problems.heldout import draw_heldout
 from solbench.problems.importers import import_flashinfer_trace, import_kernelbench
 from solbench.problems.inputs import make_inputs
 from solbench.problems.kernelbench import import_kernelbench_report

@@ -7,8 +7,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import inline_solution
+
 from solbench.evaluate.runner import EvalOptions, evaluate, namespaces_available
 from solbench.store.db import Store
 

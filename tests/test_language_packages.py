@@ -77,7 +77,7 @@ def test_without_a_root_nothing_changes(monkeypatch):
 
 
 def test_the_candidates_sandbox_may_read_the_languages_folders(lang_root):
-    from solbench.evaluate.runner import sandbox_view
+    from solbench.evaluate.isolation.view import sandbox_view
     from solbench.evaluate.trusted.keeper import child_env
 
     view = sandbox_view(None, "cpu")

@@ -1,7 +1,7 @@
 """The trusted side's plan of a timing (evaluate/timing/stopping.py): rounds, the stopping rule and the ring's capacity."""
 
-from solbench.evaluate.timing.stopping import Plan, measure
 from solbench.evaluate.timing.rounds import Round, TimingConfig
+from solbench.evaluate.timing.stopping import Plan, measure
 
 
 def _runner(ms):

@@ -5,8 +5,8 @@ import subprocess
 import threading
 
 import pytest
-
 from conftest import AXPY, SOLUTIONS, inline_solution
+
 from solbench.evaluate.runner import EvalOptions, evaluate, namespaces_available
 from solbench.problems.solution import SourceFile, load_solution
 

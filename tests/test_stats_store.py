@@ -1,8 +1,8 @@
 import pytest
 
+from solbench.errors import UserError
 from solbench.evaluate.timing.stats import converged, summarize
 from solbench.records.verdict import Evaluation, WorkloadResult, worst
-from solbench.errors import UserError
 from solbench.store.db import Store
 
 

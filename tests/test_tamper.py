@@ -9,8 +9,8 @@ import torch
 
 import solbench.evaluate.candidate.process  # noqa: F401  (the harness modules a candidate's process loads)
 from solbench.evaluate.boundary import calls
-from solbench.evaluate.timing import rounds
 from solbench.evaluate.integrity import ghost, tamper
+from solbench.evaluate.timing import rounds
 
 
 @pytest.fixture

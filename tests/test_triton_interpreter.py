@@ -21,7 +21,8 @@ import torch
 import triton
 import triton.language as tl
 from triton.runtime import interpreter
-from solbench.evaluate.languages.triton import Triton, patch_interpreter_dot, _MARK
+from solbench.evaluate.languages.triton import Triton
+from solbench.problems.interpreter import _MARK, patch_interpreter_dot
 
 unpatched = interpreter.InterpreterBuilder.create_dot
 """
@@ -174,7 +175,7 @@ results.append({"name": "bf16_batched", "dtype": str(c.dtype), "finite": True,
                 "rel_err": float(((c.double() - ref).abs() / bound).max())})
 
 # the fp8 decoding tables against torch's, all 256 codes, NaN and Inf included
-from solbench.evaluate.languages.triton import _fp8_table
+from solbench.problems.interpreter import _fp8_table
 codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
 for f, t in zip(F8, [tl.float8e4nv, tl.float8e5, tl.float8e4b8, tl.float8e5b16]):
     want = codes.view(f).float().numpy()

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 
-from solbench.cli_options import DbOption, HoldOption, ProfileOption
+from solbench.cli_options import (DbOption, HoldOption, ProfileOption, err, out, profile_mode, resolve_device,
+                                  stored_calibration)
 from solbench.errors import UserError
 from solbench.guard import GuardedTyper as _Typer
 from solbench.guard import failure_line
@@ -25,34 +25,6 @@ from solbench.guard import where as _where
 
 app = _Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
              help="solbench: GPU kernels against the hardware's speed of light.")
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)
-
-
-def _profile_mode(mode: str) -> str:
-    from solbench.evaluate.runner import profile_mode
-
-    try:
-        return profile_mode(mode)
-    except ValueError:
-        raise UserError(f"--profile-dsl must be one, all or off, not {mode!r}") from None
-
-
-def _device(device: str) -> str:
-    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
-        raise UserError(f"unknown device {device!r}; use auto, cpu or cuda")
-    if device == "auto":
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UserError("--device cuda asked for, but no CUDA GPU is visible")
-    return device
-
-
 def _progress_printer(enabled: bool):
     if not enabled:
         return None
@@ -111,8 +83,8 @@ def show(
         for path, text in files.items():
             sys.stdout.write(f"# ---- {path}\n{text.rstrip()}\n")
         return
-    hw = get_hardware(hardware) if hardware else detect(_device("auto"))
-    calibrated = _stored_calibration(db, hw) if db.exists() else None
+    hw = get_hardware(hardware) if hardware else detect(resolve_device("auto"))
+    calibrated = stored_calibration(db, hw) if db.exists() else None
     report = analyse_problem(prob, hw, calibrated)
     if as_json:
         print(json.dumps(report, indent=2))
@@ -130,11 +102,11 @@ def check(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The degenerate-task filter: no problem may be passable by zeros, a constant, an input or ignoring an input."""
-    from solbench.problems.degenerate import Finding, check_problem
+    from solbench.evaluate.degenerate import Finding, check_problem
     from solbench.problems.problem import load_problem
     from solbench.problems.suite import select_problems
 
-    dev = _device(device)
+    dev = resolve_device(device)
     problems = [load_problem(p) for p in problem] if problem else select_problems(suite=suite)
     findings = []
     for p in problems:
@@ -186,7 +158,7 @@ def calibrate(
     from solbench.hardware.calibrate import calibrate as run_calibration
     from solbench.store.db import Store
 
-    dev = _device(device)
+    dev = resolve_device(device)
     cal = run_calibration(dev, quick=quick)
     store = Store(db)
     data = json.loads(cal.model_dump_json())
@@ -197,22 +169,6 @@ def calibrate(
     from solbench.report.table import calibration_table
 
     out.print(calibration_table(data))
-
-
-def _stored_calibration(db: Path, hw):
-    from solbench.hardware.calibrate import Calibration
-    from solbench.store.db import Store
-
-    try:
-        data = Store(db).latest_calibration(hw.id)
-    except UserError:
-        return None
-    if not data:
-        return None
-    try:
-        return Calibration.model_validate(data).to_ceilings(hw)
-    except Exception:
-        return None
 
 
 @app.command("eval")
@@ -250,11 +206,11 @@ def eval_cmd(
             raise UserError(f"evaluation {replay} has no failing workload to replay")
         prob = load_problem(ev.problem_dir)
         sol = Solution.model_validate_json(solution_json)
-        from solbench.problems.heldout import HELDOUT_PREFIX
+        from solbench.analysis.heldout import HELDOUT_PREFIX
 
         # held-out shapes are redrawn from the stored seed (the draw is deterministic given seed and count)
         n_heldout = sum(1 for w in ev.workloads if w.uuid.startswith(HELDOUT_PREFIX))
-        opts = EvalOptions(device=_device(device if device != "auto" else ev.device), seed=ev.seed, draws=draws,
+        opts = EvalOptions(device=resolve_device(device if device != "auto" else ev.device), seed=ev.seed, draws=draws,
                            workloads=[failing[0].uuid] if not failing[0].uuid.startswith(HELDOUT_PREFIX) else None,
                            baselines=(), time_candidate=False, heldout=n_heldout,
                            progress=_progress_printer(not quiet and not as_json))
@@ -263,8 +219,8 @@ def eval_cmd(
             raise UserError("eval needs --problem and --solution (or --replay ID)")
         prob = load_problem(problem)
         sol = load_solution(solution, prob.definition)
-        opts = EvalOptions(device=_device(device), draws=draws, workloads=list(workload) if workload else None,
-                           use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=_profile_mode(profile_dsl),
+        opts = EvalOptions(device=resolve_device(device), draws=draws, workloads=list(workload) if workload else None,
+                           use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_mode(profile_dsl),
                            timing=TimingConfig(hold=hold), progress=_progress_printer(not quiet and not as_json),
                            single_language=single_language)
     if hardware:

@@ -93,7 +93,7 @@ def agent_run(
     """One attempt at one problem: the built-in loop, or an external agent command."""
     from solbench.agents.models import ModelConfig, load_model
     from solbench.agents.session import run_attempt
-    from solbench.cli import _device
+    from solbench.cli_options import resolve_device
     from solbench.problems.problem import load_problem
     from solbench.store.db import Store
 
@@ -102,7 +102,7 @@ def agent_run(
         name=model, provider="openai", model=model)
     prob = load_problem(problem)
     store = Store(db)
-    setup = _setup(_device(device), heldout, mode, _budget(attempts, submissions, tokens, usd, wall_s), templates,
+    setup = _setup(resolve_device(device), heldout, mode, _budget(attempts, submissions, tokens, usd, wall_s), templates,
                    experiment, seed, agent_cmd, baselines, store)
     if agent_env:
         setup = setup.model_copy(update={"external_env": {k: (v if sep else None) for k, sep, v in
@@ -231,7 +231,7 @@ def experiment_transfer(
     """Four arms per problem and replicate (solo A, solo B, A->B and B->A with the other's SKILL.md), equal
     budgets, paired statistics with problem-bootstrap intervals. Interrupted, it resumes where it stopped."""
     from solbench.agents.models import load_model
-    from solbench.cli import _device
+    from solbench.cli_options import resolve_device
     from solbench.experiments.transfer import Variant, report, run_transfer
     from solbench.problems.problem import load_problem
     from solbench.store.db import Store
@@ -245,7 +245,7 @@ def experiment_transfer(
     if axis == "language":
         a, b = (Variant(name=x, language=x) for x in sides)
     elif axis == "chip":
-        a, b = (Variant(name=x, language=language, device=_device(x)) for x in sides)
+        a, b = (Variant(name=x, language=language, device=resolve_device(x)) for x in sides)
     elif axis == "source":
         if counterparts is None or not counterparts.exists():
             raise UserError("--axis source needs --counterparts FILE (a JSON map from each problem to its counterpart)")
@@ -266,7 +266,7 @@ def experiment_transfer(
         twice = sorted({t for t in titles if titles.count(t) > 1})
         raise UserError(f"--problems names one problem twice ({', '.join(twice)})")
     store = Store(db)
-    setup = _setup(_device(device), heldout, mode, _budget(attempts, submissions, tokens, usd, wall_s), (),
+    setup = _setup(resolve_device(device), heldout, mode, _budget(attempts, submissions, tokens, usd, wall_s), (),
                    experiment, seed, None, baselines, store).model_copy(update={"skill_chars": skill_chars})
     units = run_transfer(lambda v, n: loaded[v.problems.get(n, n)], names, a, b, cfg, setup, store,
                          replicates=replicates, gate=gate, concurrency=concurrency,

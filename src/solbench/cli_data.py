@@ -75,7 +75,7 @@ def export(
 ) -> None:
     """Write stored results as flashinfer-trace Trace JSONL, or agent trajectories as JSONL."""
     from solbench.store.db import Store
-    from solbench.store.export import trajectory_lines, traces
+    from solbench.store.export import traces, trajectory_lines
 
     if not db.exists():
         raise UserError(f"no database at {db}")

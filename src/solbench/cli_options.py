@@ -1,6 +1,14 @@
-"""Options several commands share (their modules import them from here, not from one another)."""
+"""Options and helpers several commands share (their modules import them from here, not from one another)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import typer
+from rich.console import Console
+
+from solbench.errors import UserError
 
 DbOption = typer.Option("solbench.db", "--db", help="results database (SQLite)")
 ProfileOption = typer.Option("one", "--profile-dsl", help="GPU language proof: profile a kernel-language solution's "
@@ -8,3 +16,49 @@ ProfileOption = typer.Option("one", "--profile-dsl", help="GPU language proof: p
                              "off")
 HoldOption = typer.Option(True, "--hold/--no-hold", help="GPU: hold the stream with a spin kernel so samples time "
                           "the device, not the host's launches (--no-hold counts host-bound launch latency)")
+
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+
+
+def profile_mode(mode: str) -> str:
+    """``--profile-dsl``'s value, checked."""
+    from solbench.evaluate.runner import profile_mode as checked
+
+    try:
+        return checked(mode)
+    except ValueError:
+        raise UserError(f"--profile-dsl must be one, all or off, not {mode!r}") from None
+
+
+def resolve_device(device: str) -> str:
+    """``--device``: auto, cpu, cuda or cuda:N, checked against what this machine has."""
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise UserError(f"unknown device {device!r}; use auto, cpu or cuda")
+    if device == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda asked for, but no CUDA GPU is visible")
+    return device
+
+
+def stored_calibration(db: Path, hw):
+    """The latest stored calibration of ``hw`` as ceilings, or None."""
+    from solbench.hardware.calibrate import Calibration
+    from solbench.store.db import Store
+
+    try:
+        data = Store(db).latest_calibration(hw.id)
+    except UserError:
+        return None
+    if not data:
+        return None
+    try:
+        return Calibration.model_validate(data).to_ceilings(hw)
+    except Exception:
+        return None

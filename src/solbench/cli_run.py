@@ -44,7 +44,7 @@ def run(
     """The main job: evaluate every problem's example solutions against baselines and SOL."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from solbench.cli import _device, _profile_mode, _stored_calibration, err, out
+    from solbench.cli_options import err, out, profile_mode, resolve_device, stored_calibration
     from solbench.evaluate.runner import EvalOptions, evaluate
     from solbench.evaluate.timing.rounds import TimingConfig
     from solbench.hardware.registry import detect
@@ -55,7 +55,7 @@ def run(
 
     if jobs > 1 and not check_only:
         raise UserError("--jobs needs --check-only: timed evaluations never share a device")
-    dev = _device(device)
+    dev = resolve_device(device)
     problems = [load_problem(p) for p in problem] if problem else select_problems(suite=suite, family=family)
     selected = select_examples(problems, language)
     if not selected:
@@ -63,11 +63,11 @@ def run(
     kinds = () if check_only else baseline_kinds(baselines)
     store = Store(db)
     hw = detect(dev)
-    calibrated = _stored_calibration(db, hw)
+    calibrated = stored_calibration(db, hw)
     run_id = store.start_run(" ".join(sys.argv), dev, hw.id)
 
     options = dict(device=dev, draws=draws, hardware=hw, calibrated=calibrated, baselines=kinds,
-                   use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=_profile_mode(profile_dsl),
+                   use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_mode(profile_dsl),
                    timing=TimingConfig(hold=hold), time_candidate=not check_only)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=err, disable=quiet or as_json) as progress:

@@ -17,11 +17,11 @@ import threading
 import time
 from typing import Any
 
-from solbench.records import scoring
 from solbench.agents.types import Graded, WorkloadFeedback
+from solbench.analysis.heldout import HELDOUT_PREFIX
 from solbench.errors import UserError
-from solbench.problems.heldout import HELDOUT_PREFIX
 from solbench.problems.solution import BuildSpec, Solution, SourceFile
+from solbench.records import scoring
 
 _device_locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()

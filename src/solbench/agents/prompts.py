@@ -21,8 +21,8 @@ from pydantic import BaseModel, Field
 
 from solbench.agents.extract import fenced_blocks
 from solbench.agents.types import Budget, Graded, Spent, WorkloadFeedback
+from solbench.analysis.heldout import HELDOUT_PREFIX
 from solbench.errors import UserError
-from solbench.problems.heldout import HELDOUT_PREFIX
 
 PACKAGED_TEMPLATES = Path(__file__).resolve().parent / "templates"
 LANGUAGE_ALIASES = {"python": "pytorch", "torch": "pytorch"}

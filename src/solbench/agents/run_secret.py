@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 def secret_path(db: str | os.PathLike, experiment: str) -> Path:
-    from solbench.evaluate.runner import cache_root
+    from solbench.evaluate.isolation.view import cache_root
 
     digest = hashlib.sha256(f"{os.path.realpath(db)}\0{experiment}".encode()).hexdigest()[:32]
     return cache_root() / "agent-secrets" / digest

@@ -125,8 +125,8 @@ def agent_view(setup: Setup, store: Any) -> dict | None:
     if not setup.external_sandbox:
         return None
     from solbench.agents import jail
-    from solbench.evaluate.runner import cache_root
     from solbench.evaluate.isolation.sandbox import namespaces_available
+    from solbench.evaluate.isolation.view import cache_root
     from solbench.problems.modules import cache_root as modules_root
 
     if not namespaces_available():
@@ -151,7 +151,7 @@ def agent_routes(model: Any, setup: Setup) -> list:
         return proxy.routes_for(None)
     if model.provider not in proxy.DEFAULT_UPSTREAM:
         return []
-    from solbench.agents.providers import api_key
+    from solbench.agents.providers.keys import api_key
 
     return proxy.routes_for(model.provider, model.base_url, api_key(model)[0])
 

@@ -346,5 +346,3 @@ def _judged(key: str, outcome: Any, root: Path) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-
-from solbench.evaluate.native.carry import Carry  # noqa: E402,F401  (the runner's entry to the native build)

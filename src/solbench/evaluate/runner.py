@@ -11,34 +11,32 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import os
 import secrets
-import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from solbench import tempdirs
-from solbench.records import scoring
+from solbench.analysis.heldout import HELDOUT_PREFIX
 from solbench.analysis.roofline import Work, count_work
 from solbench.evaluate import build_cache
-from solbench.evaluate.trusted import keeper
-from solbench.hardware.platform import detect_platform
-from solbench.problems.heldout import HELDOUT_PREFIX
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
-from solbench.evaluate.trusted.footprint import too_large
 from solbench.evaluate.integrity import linked
-from solbench.evaluate.languages import packages
-from solbench.evaluate.verdict.decision import judge
-from solbench.evaluate.phases import Phases
 from solbench.evaluate.isolation.sandbox import namespaces_available  # noqa: F401  (re-exported)
+from solbench.evaluate.isolation.view import cache_root, sandbox_view
+from solbench.evaluate.native.carry import Carry
+from solbench.evaluate.phases import Phases
 from solbench.evaluate.timing.rounds import TimingConfig
-from solbench.records.verdict import Evaluation, WorkloadResult, worst
+from solbench.evaluate.trusted import keeper
+from solbench.evaluate.trusted.footprint import too_large
+from solbench.evaluate.verdict.decision import judge
+from solbench.hardware.platform import detect_platform
 from solbench.hardware.spec import Ceilings, HardwareSpec
 from solbench.problems.problem import Problem
 from solbench.problems.solution import Solution
+from solbench.records import scoring
+from solbench.records.verdict import Evaluation, WorkloadResult, worst
 
 atexit.register(keeper.retire_all)
 #: every evaluation's directory is ``<temporary directory>/solbench-eval-XXXXXXXX`` (``tempdirs``)
@@ -102,35 +100,6 @@ def stage_solution(solution: Solution, root: Path) -> Path:
         p.write_text(src.content)
         p.chmod(0o444)
     return staged
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("SOLBENCH_CACHE", Path.home() / ".cache" / "solbench"))
-
-
-def sandbox_view(store=None, device: str = "cpu") -> dict[str, list[str]]:
-    """What a candidate's filesystem hides, and what it still reads under a hidden directory (``namespaces``):
-    the temporary directories (every evaluation's and the trusted worker's files), the solution cache and the
-    results database are hidden; the Python installation and the module path stay readable. On the GPU /dev/shm
-    stays as it is, since CUDA's IPC keeps its files there."""
-    gpu = device != "cpu"
-    hidden = {tempfile.gettempdir(), "/tmp", "/var/tmp", str(cache_root())} | (set() if gpu else {"/dev/shm"})
-    if store is not None and getattr(store, "path", None):
-        db = Path(store.path).resolve()
-        hidden.update(str(db) + suffix for suffix in ("", "-wal", "-shm", "-journal"))
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    readable = set(prefixes) | {os.path.dirname(os.path.realpath(sys.executable))}
-    # installed packages only: not the runner's script directory, its cwd or anything else on its path
-    readable.update(p for p in sys.path if p and os.path.isdir(p) and (
-        os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")
-        or any(os.path.realpath(p).startswith(pre + os.sep) for pre in prefixes)))
-    readable.update(keeper.module_paths())
-    lang_root = packages.root()  # the kernel languages' own package folders
-    if lang_root is not None and lang_root.is_dir():
-        readable.add(str(lang_root))
-    readable.update(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p and os.path.isdir(p))
-    return {"hidden": sorted(hidden), "readable": sorted(os.path.realpath(p) for p in readable),
-            "writable": ["/dev/shm"] if gpu else []}
 
 
 def _carry_cache(src: Path, dst: Path, below: Path | None = None) -> None:
@@ -202,7 +171,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         opts.hardware = detect(opts.device)
     seed = opts.seed if opts.seed is not None else secrets.randbits(63)
     if opts.heldout:
-        from solbench.problems.heldout import draw_heldout
+        from solbench.analysis.heldout import draw_heldout
 
         extra = draw_heldout(problem, opts.heldout, seed ^ 0x5EED, opts.device)
         public = _select_workloads(problem, opts)
@@ -236,7 +205,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         with ph("stage"):
             _carry_cache(carried, private / "triton")
         with ph("build"):  # compiled languages: built, checked and hashed here before the candidate starts
-            build = build_cache.Carry(language, solution, opts.device, private, cache_root() / "build",
+            build = Carry(language, solution, opts.device, private, cache_root() / "build",
                                       view=sandbox_view(store, opts.device))
         candidate_env = {"TMPDIR": str(private), "HOME": str(private), "TRITON_CACHE_DIR": str(private / "triton"),
                          "TORCHINDUCTOR_CACHE_DIR": str(private / "inductor"),

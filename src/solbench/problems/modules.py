@@ -113,7 +113,7 @@ def _prepare_triton(source: str) -> None:
     if os.environ.get("TRITON_INTERPRET") != "1":
         return
     try:
-        from solbench.evaluate.languages.triton import patch_interpreter_dot
+        from solbench.problems.interpreter import patch_interpreter_dot
 
         patch_interpreter_dot()
     except Exception:  # no Triton here: the source's own import says so

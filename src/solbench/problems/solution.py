@@ -20,9 +20,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from solbench.errors import UserError
-from solbench.evaluate.languages.base import (
-    KERNELBENCH_SIDECAR,  # what a ModelNew solution carries for its adapter
-)
+
+#: the file a KernelBench ``ModelNew`` solution carries for its adapter (``languages.base``)
+KERNELBENCH_SIDECAR = "solbench_kernelbench.json"
 
 
 class SourceFile(BaseModel):

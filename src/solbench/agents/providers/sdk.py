@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from solbench.agents.models import ModelConfig
+from solbench.agents.providers.keys import api_key, import_sdk
 from solbench.agents.providers.retry import ProviderError, RetryPolicy, call_with_retries, failure_from_sdk, one_line
 from solbench.agents.types import Message, Reply, Tool
 
@@ -25,8 +26,6 @@ class SDKProvider:
     not_json_hint = ""  # what to check when the endpoint answers something that is not JSON
 
     def __init__(self, cfg: ModelConfig, policy: RetryPolicy | None = None):
-        from solbench.agents.providers import api_key, import_sdk
-
         self.cfg = cfg
         self.name = cfg.name
         self.policy = policy or RetryPolicy(max_retries=cfg.max_retries)

@@ -19,10 +19,10 @@ import sys
 from typing import Any
 
 from solbench.evaluate.boundary import calls
-
-from solbench.evaluate.timing import memops
 from solbench.evaluate.boundary.arena import view
 from solbench.evaluate.boundary.ring import slot_spec
+from solbench.evaluate.timing import memops
+
 
 class _Refused(Exception):
     pass

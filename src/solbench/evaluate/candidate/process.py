@@ -33,15 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from solbench.evaluate.boundary import arena as arena_mod
-from solbench.evaluate.boundary import calls
+from solbench.evaluate.boundary import calls, ring
 from solbench.evaluate.candidate import audited
-from solbench.evaluate.boundary import ring
-from solbench.evaluate.isolation import seccomp
-from solbench.evaluate.timing import rounds
 from solbench.evaluate.integrity import dynamic, ghost, language, tamper
 from solbench.evaluate.integrity.l2 import L2Guard
 from solbench.evaluate.integrity.streams import Streams
+from solbench.evaluate.isolation import seccomp
 from solbench.evaluate.languages import get_language
+from solbench.evaluate.timing import rounds
 
 
 class Channel:

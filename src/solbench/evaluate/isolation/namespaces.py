@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -292,3 +294,25 @@ def _writable(directory: str) -> bool:
         return False
     os.unlink(path)
     return True
+
+
+_isolation_ok: bool | None = None
+
+
+def namespaces_available() -> bool:
+    """Whether this machine lets us isolate a candidate as ``namespaces`` does (new user, PID, mount and network
+    namespaces, a sealed filesystem, no capabilities): a trial run in a fresh interpreter, once per process."""
+    global _isolation_ok
+    if _isolation_ok is None:
+        try:
+            r = subprocess.run([sys.executable, "-c", "import sys; from solbench.evaluate.isolation.namespaces import probe; "
+                                "sys.exit(0 if probe() else 1)"], capture_output=True, timeout=30,
+                               stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=_package_parent()))
+            _isolation_ok = r.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _isolation_ok = False
+    return _isolation_ok
+
+
+def _package_parent() -> str:
+    return str(Path(__file__).resolve().parents[3])

@@ -22,32 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-_isolation_ok: bool | None = None
+from solbench.evaluate.isolation.namespaces import namespaces_available
+
 #: the longest reply line the trusted side reads; a longer one is not a reply (``garbled``)
 MAX_REPLY_BYTES = 8 << 20
 #: what a runtime prints when the system-call filter refuses it a thread (docs/SECURITY.md), and what we add
 SEALED_MARKS = ("Thread creation failed: Operation not permitted", "can't start new thread")
 SEALED_HINT = (" after a thread it asked for was refused: on the CPU, and for compiled languages, a candidate runs on "
                "the threads the harness gave it and starts none of its own")
-
-
-def namespaces_available() -> bool:
-    """Whether this machine lets us isolate a candidate as ``namespaces`` does (new user, PID, mount and network
-    namespaces, a sealed filesystem, no capabilities): a trial run in a fresh interpreter, once per process."""
-    global _isolation_ok
-    if _isolation_ok is None:
-        try:
-            r = subprocess.run([sys.executable, "-c", "import sys; from solbench.evaluate.isolation.namespaces import probe; "
-                                "sys.exit(0 if probe() else 1)"], capture_output=True, timeout=30,
-                               stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=_package_parent()))
-            _isolation_ok = r.returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            _isolation_ok = False
-    return _isolation_ok
-
-
-def _package_parent() -> str:
-    return str(Path(__file__).resolve().parents[3])
 
 
 @dataclass

@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-#: what a KernelBench ``ModelNew`` solution carries for its adapter (problems/solution.py ``with_kernelbench``)
-KERNELBENCH_SIDECAR = "solbench_kernelbench.json"
+from solbench.problems.solution import KERNELBENCH_SIDECAR  # what a KernelBench ``ModelNew`` solution carries
 
 
 class CompileError(Exception):

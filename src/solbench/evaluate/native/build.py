@@ -180,8 +180,8 @@ def object_name(path: str) -> str:
 def run_jailed(out: Path, src: Path, view: dict[str, Any] | None, deadline: float,
                extra_readable: list[str]) -> tuple[int | None, str]:
     """ninja in ``out`` inside the build's sandbox; (exit code or None past the deadline, its output)."""
+    from solbench.evaluate.isolation.namespaces import namespaces_available
     from solbench.evaluate.languages.cuda_toolchain import _kill_tree
-    from solbench.evaluate.isolation.sandbox import namespaces_available
 
     ninja = tool("ninja")
     if ninja is None:

@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from solbench.evaluate import build_cache
+from solbench.evaluate.isolation.view import sandbox_view
 from solbench.evaluate.native import build as native_build
 
 
 def default_view(device: str, root: Path) -> dict[str, Any]:
-    """The candidate's view of the filesystem (``runner.sandbox_view``), with the build cache hidden too."""
-    from solbench.evaluate.runner import sandbox_view
-
+    """The candidate's view of the filesystem (``isolation.view.sandbox_view``), with the build cache hidden too."""
     view = sandbox_view(None, device)
     return dict(view, hidden=sorted(set(view["hidden"]) | {str(root)}))
 

@@ -39,13 +39,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from solbench.evaluate.timing import audit_gpu
-
-from solbench.evaluate.isolation import outside
 from solbench.evaluate.boundary.arena import ALIGN, view
-from solbench.evaluate.timing.audit_gpu import Unaudited
 from solbench.evaluate.boundary.ring import BOOL_SENTINEL, Layout, sentinel_fill, slot_spec
-from solbench.evaluate.trusted.subjects import Rejected
+from solbench.evaluate.isolation import outside
+from solbench.evaluate.timing import audit_gpu
+from solbench.evaluate.timing.audit_gpu import Unaudited
+from solbench.evaluate.timing.handover import Ended, hand_over
+from solbench.evaluate.trusted.outcomes import Rejected
 
 AUDIT_CALLS = {"cuda": 12, "cpu": 16}
 MIN_AUDIT_CALLS = 4  # a slow call is audited fewer times, never fewer than this
@@ -227,19 +227,6 @@ def _begin(sub, slots: Slots, values: list[list[Any]]) -> None:
         raise Rejected(reply.codes or ["result_forgery"], f"dynamic checks at the audit: {reply.codes}")
 
 
-def _call(sub, k: int, s: int, m: int = 1, answer: str = "ok") -> None:
-    """Hand group ``k`` over (``m`` calls, on slots ``s``, ``s + 1``, ...) and wait for the candidate's answer."""
-    sub.proc.send_line(f"go {k} {s} {m}")
-    _answer(sub, k, answer)
-
-
-def _answer(sub, k: int, word: str) -> None:
-    """Read the candidate's ``word k`` (``queued``: a GPU group's calls are enqueued; ``ok``: the calls ended)."""
-    line = sub.proc.read_line(sub._left_s())
-    if line != f"{word} {k}".encode():
-        raise _Ended(line)
-
-
 def _end(sub, quiet: bool = False) -> None:
     """End the audit: the candidate's full reply, its checks and its harness digest (``quiet``: only end it)."""
     reply, gone = sub._exchange({"op": "audit_end"}, "audited")
@@ -263,14 +250,6 @@ class AuditFailed(Exception):
     def __init__(self, failed: dict[str, Any], lost: bool):
         super().__init__(failed.get("message"))
         self.failed, self.lost = failed, lost
-
-
-class _Ended(Exception):
-    """The candidate answered something other than ``ok`` (its failure follows as a full reply)."""
-
-    def __init__(self, line: bytes | None):
-        super().__init__(line)
-        self.line = line
 
 
 def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[int], calib: Calibration,
@@ -316,7 +295,7 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
             audit.trusted_ms.append((ms - own[m] - calib.overhead_ms) / m - calib.call_ms)
             for j, seed in enumerate(seeds):  # every audited call left all of its output by its end
                 check(outs[j], inputs[j], after[j], seed)
-    except _Ended:
+    except Ended:
         _end(sub)  # the candidate's full answer says why (a failure, a refused result, a check)
         raise Rejected(["result_forgery"], "an audited call was answered out of turn") from None
     except (Rejected, Unaudited):
@@ -377,7 +356,7 @@ class CpuAudit:
         self.slots.fill(s, inputs)
         u0 = outside.usage(self.pid, tree=False) if self.pid else None
         t0 = time.perf_counter()
-        _call(self.sub, k, s)
+        hand_over(self.sub, k, s)
         t1 = time.perf_counter()
         if self.pid:  # once it waits for the next ``go``, its account is settled
             outside.wait_blocked(self.pid)

@@ -21,11 +21,10 @@ import statistics
 import time
 from typing import Any
 
-from solbench.evaluate.timing import globaltimer
-
-from solbench.evaluate.timing import memops
 from solbench.evaluate.boundary.arena import view
 from solbench.evaluate.boundary.ring import slot_spec
+from solbench.evaluate.timing import globaltimer, memops
+from solbench.evaluate.timing.handover import answer, hand_over
 
 OWN_REPS = 5
 FIRST_HOLD_S = 0.002
@@ -114,8 +113,6 @@ class GpuAudit:
     def call(self, k: int, first: int, inputs: list[list[Any]], values: list[Any]):
         """Audit group ``k``, one call per input set on slots ``first``, ``first + 1``, ...: (outputs per call,
         inputs after per call, the bracket in ms or None when not counted)."""
-        from solbench.evaluate.timing.audit import _answer, _call
-
         torch = self.torch
         n = self.slots.layout.n
         slots = [(first + j) % n for j in range(len(inputs))]
@@ -129,9 +126,9 @@ class GpuAudit:
                 self.slots.fill(s, x)
             self.sub.ctx.flusher()
         memops.write(self.stream, self.go, k + 1)
-        _call(self.sub, k, first, len(inputs), "queued")
+        hand_over(self.sub, k, first, len(inputs), "queued")
         host_s = time.perf_counter() - t_hold
-        _answer(self.sub, k, "ok")  # the candidate's stream has ended: the trusted stream has nothing waiting
+        answer(self.sub, k, "ok")  # the candidate's stream has ended: the trusted stream has nothing waiting
         memops.wait(self.stream, self.done, k + 1)
         with torch.cuda.stream(self.stream):
             globaltimer.stamp(self.stamps, 1)

@@ -24,13 +24,13 @@ import math
 import time
 from typing import Any, Callable
 
-from solbench.evaluate.timing import audit
 from solbench.evaluate.boundary import ring as ring_mod
 from solbench.evaluate.boundary.arena import nbytes_for, nbytes_of
+from solbench.evaluate.timing import audit
 from solbench.evaluate.timing.cupti import wide_gaps
-from solbench.evaluate.timing.stopping import measure
-from solbench.evaluate.trusted.subjects import Rejected, Timed, picks, secret_rng
 from solbench.evaluate.timing.rounds import Round, clock_snapshot
+from solbench.evaluate.timing.stopping import measure
+from solbench.evaluate.trusted.outcomes import Rejected, Timed, picks, secret_rng
 
 TIMING_DRAWS = 1_000_000  # draw numbers of timed calls start here (correctness draws and baselines lie below)
 SLACK_S = 0.005

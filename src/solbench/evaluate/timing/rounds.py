@@ -16,7 +16,6 @@ wall-clock time around each call.
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -313,33 +312,3 @@ def time_graph(call: Callable[[], object], flusher: Flusher, cfg: TimingConfig) 
             break
     summary = summarize(samples)
     return summary.median if summary else None
-
-
-def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg: TimingConfig,
-              graph: bool | None = None, device_index: int = 0) -> Timing:
-    """Time a trusted callable on the GPU, ``call(i)`` running it on input set ``i % n_sets``: rounds until the
-    stopping rule of ``stopping`` ends them, NVML clock readings around them, a graph time where it applies."""
-    from solbench.evaluate.timing.stopping import measure
-
-    snap = clock_snapshot(device_index)
-    hold = Hold(cfg, (snap or {}).get("max_sm_clock_mhz"))
-    one = _cycling(call, n_sets)
-    timing = measure(lambda kinds: round_cuda(one, kinds, flusher, cfg, hold), cfg, True, cfg.max_samples,
-                     graph=lambda: time_graph(lambda: call(0), flusher, cfg), want_graph=graph)
-    end = clock_snapshot(device_index)
-    timing.clocks = [c for c in (snap, end) if c]
-    return timing
-
-
-def time_cpu(call: Callable[[int], object], n_sets: int, cfg: TimingConfig) -> Timing:
-    """Time a trusted callable on the CPU (see ``time_cuda``)."""
-    from solbench.evaluate.timing.stopping import measure
-
-    one = _cycling(call, n_sets)
-    return measure(lambda kinds: round_cpu(one, kinds, cfg), cfg, False, cfg.cpu_max_samples)
-
-
-def _cycling(call: Callable[[int], object], n_sets: int) -> Call:
-    """A round's call k as ``call`` on the next of ``n_sets`` input sets, in turn across rounds."""
-    counter = itertools.count(1)
-    return lambda _k: call(next(counter) % n_sets)

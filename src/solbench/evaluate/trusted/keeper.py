@@ -20,10 +20,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from solbench.evaluate.verdict import limits
-from solbench.evaluate.isolation.namespaces import die_with_parent
 from solbench import tempdirs
+from solbench.evaluate.isolation.namespaces import die_with_parent
 from solbench.evaluate.isolation.sandbox import end_process
+from solbench.evaluate.verdict import limits
 from solbench.records.verdict import VERDICT_ORDER
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[3])

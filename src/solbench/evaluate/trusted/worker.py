@@ -193,8 +193,8 @@ def main(cmd_fd: int, result_fd: int) -> int:
     """Serve jobs (one job file path per line on ``cmd_fd``) until the runner closes the pipe."""
     import torch
 
-    from solbench.evaluate.isolation import namespaces
     from solbench.evaluate.boundary.calls import cuda_healthy, set_threads
+    from solbench.evaluate.isolation import namespaces
 
     namespaces.die_with_parent()  # the runner's end is this worker's, whatever signal ended it
     for name in harness():
@@ -226,12 +226,12 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
     """One job; returns non-zero when this worker must not take another (its CUDA context is lost)."""
     import torch
 
-    from solbench.evaluate.boundary.calls import set_threads, set_tf32
-    from solbench.evaluate.verdict.stages import judge_workload
-    from solbench.evaluate.languages import CompileError
-    from solbench.evaluate.verdict.limits import not_run
+    from solbench.evaluate.boundary.calls import set_tf32, set_threads
     from solbench.evaluate.isolation.sandbox import read_tail
+    from solbench.evaluate.languages import CompileError
     from solbench.evaluate.trusted.subjects import LocalSubject, RemoteSubject
+    from solbench.evaluate.verdict.limits import not_run
+    from solbench.evaluate.verdict.stages import judge_workload
     from solbench.problems.modules import entry, module_from_source
     from solbench.problems.problem import load_problem
 

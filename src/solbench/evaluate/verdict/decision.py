@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from solbench.records import scoring
 from solbench.analysis.roofline import Work, sol_time
 from solbench.evaluate.baselines import BASELINE_LABEL
 from solbench.evaluate.timing.stats import summarize
-from solbench.records.verdict import INCORRECT, WorkloadResult
 from solbench.hardware.spec import Ceilings
 from solbench.hardware.telemetry import SLOWDOWN_REASONS
 from solbench.problems.problem import Problem
+from solbench.records import scoring
+from solbench.records.verdict import INCORRECT, WorkloadResult
 
 #: warnings the trusted worker may attach to a workload
 WORKER_WARNINGS = frozenset({"ghost_inconclusive"})

@@ -16,8 +16,9 @@ import random
 from typing import Any
 
 from solbench.evaluate.boundary.calls import short_traceback
+from solbench.evaluate.trusted.outcomes import Called
+from solbench.evaluate.trusted.subjects import LocalSubject
 from solbench.evaluate.verdict.limits import workload_limit
-from solbench.evaluate.trusted.subjects import Called, LocalSubject
 
 #: the DSL kernels' share of the profiled call's device time under which the verdict is reward_hack (under 0.5
 #: it is a warning, dsl_share_low)
@@ -82,8 +83,8 @@ def language_proof(acc, language, single: bool, warnings: list[str]) -> tuple[st
 def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
     """Check and time one subject on one workload; the result message's fields (``lost``: this process's CUDA
     context is gone)."""
-    from solbench.evaluate.verdict.correctness import accept_alternative, compare, tolerance_for
     from solbench.evaluate.integrity import dynamic, ghost
+    from solbench.evaluate.verdict.correctness import accept_alternative, compare, tolerance_for
     from solbench.problems.inputs import make_inputs, torch_dtype
 
     torch, job, definition, dev = ctx.torch, ctx.job, ctx.definition, ctx.dev

@@ -229,3 +229,21 @@ print(hashlib.sha256(b"".join(t.contiguous().view(torch.uint8).numpy().tobytes()
     assert child == here
     assert here != hashlib.sha256(b"".join(t.contiguous().view(torch.uint8).numpy().tobytes()
                                            for t in _draw(inputs, axes, 4243))).hexdigest()
+
+
+def test_a_logit_draw_keeps_every_probability_of_a_softmax():
+    """Logits are capped (``LOGIT_CAP``): this draw once held a router logit of 124 beside others under 30, every
+    other expert's fp32 probability was exactly 0, and the usual router (top-k over the probabilities) picked
+    among those zeros, failing an honest solution."""
+    from solbench.problems.inputs import LOGIT_CAP
+    from solbench.problems.problem import load_problem
+
+    problem = load_problem("moe_topk_softmax")
+    workload = problem.workload("moe_topk_softmax-cpu-tiny")
+    gating, k = make_inputs(problem.definition, workload, 1723164016815917351, "cpu")
+    assert float(gating.abs().max()) <= LOGIT_CAP
+    assert bool((torch.softmax(gating, dim=-1) > 0).all())
+    by_probability = torch.topk(torch.softmax(gating, dim=-1), k, dim=-1).indices
+    by_logit = torch.sort(gating, dim=-1, descending=True, stable=True).indices[:, :k]
+    # the logits at the experts picked by probability are the top-k logits (ties within the router's tolerance)
+    assert torch.allclose(gating.gather(-1, by_probability), gating.gather(-1, by_logit), rtol=1e-6, atol=1e-6)

@@ -116,6 +116,10 @@ ACTIVATION_OUTLIER = (8.0, 64.0)
 OUTLIER_CHANNELS_PER = 1024
 #: isolated outlier elements: 1 + numel // 16384 of them
 OUTLIER_ELEMENTS_PER = 16384
+#: |logit| cap: two logits then differ by at most 60, so no probability of a row's softmax underflows in fp32 (a
+#: heavy tail once drew a router logit of 124 beside others under 30: every other expert's probability was exactly 0,
+#: and a top-k over the probabilities, the usual router, picked among them at random)
+LOGIT_CAP = 30.0
 #: |activation| cap per dtype, so that x * x stays finite in fp16 (255.9 ** 2 = 65504); no other dtype is capped
 #: below what a draw can reach (its largest values are several hundred)
 ACTIVATION_CAP = {"float16": 255.0}
@@ -299,7 +303,7 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
             x = _activation(shape, gen, device, pg, u, (half * RANGED_SCALE[0], half * RANGED_SCALE[1]),
                             None if is_logits(name) else outlier, lo, hi)
         else:
-            cap = ACTIVATION_CAP.get(spec.dtype, math.inf)
+            cap = min(ACTIVATION_CAP.get(spec.dtype, math.inf), LOGIT_CAP if is_logits(name) else math.inf)
             attention = is_attention_operand(name)
             x = _activation(shape, gen, device, pg, u, ATTENTION_SCALE if attention else ACTIVATION_SCALE,
                             None if is_logits(name) else ATTENTION_OUTLIER if attention else ACTIVATION_OUTLIER,

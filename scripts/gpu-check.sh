@@ -49,20 +49,19 @@ for stage in "${stages[@]}"; do
   case "$stage" in
     run)   timeout ${RUN_LIMIT:-350} python3 -m solbench.cli run --device cuda --db "$SOLBENCH_GPU_DB" --quiet ${RUN_ARGS:-} </dev/null \
              2>&1 | tee "$OUT/run.txt" ;;
-    fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "not test_bundled_examples" tests \
-             --ignore=tests/test_gpu_languages.py --ignore=tests/test_gpu_cuda_cpp.py \
+    fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m "gpu and not bundled and not languages" -v -rfE -p no:cacheprovider tests \
              </dev/null 2>&1 | tee "$OUT/fast.txt" ;;
     quick) timeout ${QUICK_LIMIT:-240} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest or \
              held_stream or side_stream or cupti or graph_time or persisting or set_aside or profiler or repeats or fault \
              or hang or tf32" tests \
              </dev/null 2>&1 | tee "$OUT/quick.txt" ;;
-    bundled) timeout ${BUNDLED_LIMIT:-560} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k test_bundled_examples tests \
+    bundled) timeout ${BUNDLED_LIMIT:-560} python3 -m pytest -m "gpu and bundled" -v -rfE -p no:cacheprovider tests \
              </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
-    agents) { timeout ${AGENTS_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -s -p no:cacheprovider tests/test_gpu_agents.py; \
+    agents) { timeout ${AGENTS_LIMIT:-300} python3 -m pytest -m "gpu and agents" -v -rfE -s -p no:cacheprovider tests; \
              timeout 120 python3 benchmarks/bench_agent_loop.py --device cuda --attempts 3 --out "$OUT/agent-loop.json"; } \
              </dev/null 2>&1 | tee "$OUT/agents.txt" ;;
-    languages) timeout ${LANGUAGES_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -s -p no:cacheprovider \
-             tests/test_gpu_languages.py tests/test_gpu_cuda_cpp.py </dev/null 2>&1 | tee "$OUT/languages.txt" ;;
+    languages) timeout ${LANGUAGES_LIMIT:-300} python3 -m pytest -m "gpu and languages" -v -rfE -s -p no:cacheprovider \
+             tests </dev/null 2>&1 | tee "$OUT/languages.txt" ;;
     select) timeout ${SELECT_LIMIT:-120} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "${GPU_K:?GPU_K}" tests \
              </dev/null 2>&1 | tee "$OUT/select.txt" ;;
     probe) timeout 90 python3 benchmarks/probe_transport.py </dev/null 2>&1 | tee "$OUT/probe.txt" ;;

@@ -35,6 +35,7 @@ def _suite():
     return select_problems("starter")
 
 
+@pytest.mark.bundled
 @pytest.mark.parametrize("problem", _suite(), ids=lambda p: p.name)
 def test_bundled_examples_pass_and_no_time_beats_sol(problem, store):
     """Every example solution passes on the H200, and nothing measured is faster than T_SOL."""

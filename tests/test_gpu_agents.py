@@ -14,7 +14,7 @@ import pytest
 
 from agents_loopback import LoopbackServer, code_reply, no_code_reply, reply
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.agents]
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_agent_loop import GPU_KERNEL as TRITON  # noqa: E402

@@ -12,7 +12,7 @@ from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.problems.problem import load_problem
 from solbench.problems.solution import load_solution
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.languages]
 ROOT = Path(__file__).resolve().parent
 AXPY = ROOT / "fixtures" / "problems" / "axpy"
 SUITE = ROOT.parent / "src" / "solbench" / "suite"

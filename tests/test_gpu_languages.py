@@ -20,7 +20,7 @@ from solbench.evaluate.verdict.stages import MIN_DSL_SHARE
 from solbench.problems.problem import load_problem
 from solbench.problems.solution import Solution, load_solution
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.languages]
 ROOT = Path(__file__).resolve().parent
 AXPY = ROOT / "fixtures" / "problems" / "axpy"
 FIXTURES = {lang: ROOT / "fixtures" / "sol_execbench" / f"axpy_{lang}.json" for lang in

@@ -220,3 +220,18 @@ def test_a_refused_thread_ends_the_call_with_the_reason_said(big):
     if ev.environment.get("seccomp") is not True:
         pytest.skip("no system-call filter on this machine")
     assert ev.verdict == "runtime_error" and "starts none of its own" in (w.message or ""), (ev.verdict, w.message)
+
+
+def test_a_group_holds_about_two_ms_of_calls_within_its_memory():
+    """A GPU bracket holds enough calls for ``GROUP_MS`` by the timing's median, at most ``MAX_GROUP``, at most as
+    many slots as ``GROUP_BYTES`` (or a quarter of the free memory) holds, and at least one call."""
+    from solbench.evaluate.timing.audit_gpu import GROUP_BYTES, GROUP_MS, MAX_GROUP, group_size
+
+    free = 100 << 30
+    assert group_size(0.002, 1 << 20, free) == MAX_GROUP  # a decode-sized call
+    assert group_size(GROUP_MS / 8, 1 << 20, free) == 8
+    assert group_size(0.17, 705 << 20, free) == GROUP_BYTES // (705 << 20)  # a 705 MB slot: memory decides
+    assert group_size(0.17, 705 << 20, 8 << 30) == (2 << 30) // (705 << 20)  # a quarter of what is free
+    assert group_size(5.0, 1 << 20, free) == 1  # a slow call: one per bracket
+    assert group_size(0.01, 64 << 30, free) == 1  # a slot larger than the budget still gets one call
+    assert group_size(0.0, 1 << 20, free) == MAX_GROUP  # no claim: the most calls

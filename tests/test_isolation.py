@@ -114,3 +114,15 @@ def test_the_candidate_keeps_no_capability_and_cannot_undo_its_mounts(axpy):
                   EvalOptions(device="cpu", baselines=(), time_candidate=False, draws=1, workloads=["axpy-small"],
                               static_checks=False))
     assert ev.verdict == "passed", ev.workloads[0].message
+
+
+def test_a_zygote_told_not_to_isolate_does_not():
+    """The zygote reports namespaces only where the worker asked for them and the probe works: asked not to, it
+    says so, whatever the machine allows."""
+    from solbench.evaluate.isolation.zygote import Zygote
+
+    z = Zygote(False)
+    try:
+        assert z.namespaces is False
+    finally:
+        z.close()

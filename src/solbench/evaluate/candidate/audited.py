@@ -125,8 +125,8 @@ def _loop(cand, buf, layout, values, stream, flags: tuple[int, int]) -> None:
                 if not cand.dps:
                     _store(torch, buf, layout, s, result)
         else:
-            calls = [(s, slots[s]) for s in group]
-            _group_on(cand, stream, flags, k, calls, lambda s, r: _store(torch, buf, layout, s, r), fn)
+            pairs = [(s, slots[s]) for s in group]
+            _group_on(cand, stream, flags, k, pairs, lambda s, r: _store(torch, buf, layout, s, r), fn)
             cand.chan.reply.write(f"queued {k}\n")  # the trusted side's hold must outlast this much
             cand.chan.reply.flush()
             stream.synchronize()  # then ``ok``: the trusted stream waits for the done flag only after it

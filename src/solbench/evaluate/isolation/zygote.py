@@ -64,7 +64,7 @@ class Zygote:
             pass
 
 
-def _zygote_serve(sock, namespaces: bool) -> None:
+def _zygote_serve(sock, isolate: bool) -> None:
     import socket
 
     from solbench.evaluate.isolation import namespaces
@@ -82,7 +82,7 @@ def _zygote_serve(sock, namespaces: bool) -> None:
                 pass
     except Exception:
         pass
-    sock.sendall(b"1" if namespaces and namespaces.probe() else b"0")
+    sock.sendall(b"1" if isolate and namespaces.probe() else b"0")
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     while True:
         try:

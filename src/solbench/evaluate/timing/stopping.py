@@ -4,7 +4,8 @@ A subject's timing is a series of rounds (``rounds.Round``). The first starts wi
 the GPU, the wall-time calls; then held samples follow, round after round, until the median's 95% interval is
 within the target, the sample cap is reached or the budget (time spent in rounds) is spent. Each round holds
 at most ``capacity`` calls: for a candidate, the slots of its ring of fresh inputs (``ring``). The rule runs
-on the trusted side for every subject, so a candidate cannot steer where its timing ends.
+on the trusted side for every subject, so a candidate cannot steer where its timing ends. ``time_cuda`` and
+``time_cpu`` time a trusted subject (a baseline) by it, in the trusted worker's own process.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def measure(run: RunRound, cfg: TimingConfig, cuda: bool, capacity: int,
 def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg: TimingConfig,
               graph: bool | None = None, device_index: int = 0) -> Timing:
     """Time a trusted callable on the GPU, ``call(i)`` running it on input set ``i % n_sets``: rounds until the
-    stopping rule of ``stopping`` ends them, NVML clock readings around them, a graph time where it applies."""
+    stopping rule (``measure``) ends them, NVML clock readings around them, a graph time where it applies."""
     snap = clock_snapshot(device_index)
     hold = Hold(cfg, (snap or {}).get("max_sm_clock_mhz"))
     one = _cycling(call, n_sets)

@@ -27,7 +27,7 @@ def _imported(module: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("solbench."):
             for a in node.names:
                 full = f"{node.module}.{a.name}"
-                out.add(full if importlib.util.find_spec(full.rsplit(".", 1)[0]) and _is_module(full) else node.module)
+                out.add(full if _is_module(full) else node.module)
     return out
 
 

@@ -89,7 +89,8 @@ class Audit:
     own_ms: float = 0.0  # the trusted side's own work inside a bracket
     late: int = 0  # GPU calls not counted: the host side outlasted the hold
     rechecked: int = 0  # audited calls judged against the reference
-    group: int = 1  # calls per bracket (GPU: ``audit_gpu.group_size``)
+    group: int = 1  # calls per bracket, the fewest of any counted one (GPU: ``audit_gpu.group_size``)
+    calls: int = 0  # counted calls, over every counted bracket
 
     @property
     def median_ms(self) -> float | None:
@@ -99,9 +100,10 @@ class Audit:
         return center(self.trusted_ms, "cuda" if self.method == "stamps" else "cpu")
 
     def record(self) -> dict[str, Any]:
-        return {"audit_ms": self.median_ms, "audit_calls": len(self.trusted_ms) * self.group,
-                "audit_group": self.group, "audit_method": self.method,
-                "audit_overhead_ms": round((self.overhead_ms + self.own_ms) / self.group + self.call_ms, 6), "audit_late": self.late,
+        return {"audit_ms": self.median_ms, "audit_calls": self.calls, "audit_group": self.group,
+                "audit_method": self.method,
+                "audit_overhead_ms": round((self.overhead_ms + self.own_ms) / self.group + self.call_ms, 6),
+                "audit_late": self.late,
                 "audit_rechecked": self.rechecked}
 
 
@@ -127,8 +129,9 @@ def verdict(samples_ms: list[float], audit: Audit, calib: Calibration, device: s
         floor = max(floor, AGREE[kind] * xs[0] - ABS_TOL_MS[kind])
     if claimed < floor:
         return "forged", (f"the timing reported a median of {claimed:.4g} ms, but the trusted side's own clock "
-                          f"measured {seen:.4g} ms per call ({len(xs) * audit.group} audited calls, {audit.method}; the timing may "
-                          f"report {floor:.4g} ms at least); the time did not come from the work")
+                          f"measured {seen:.4g} ms per call ({audit.calls or len(xs) * audit.group} audited calls, "
+                          f"{audit.method}; the timing may report {floor:.4g} ms at least); the time did not come "
+                          f"from the work")
     return "confirmed", None
 
 
@@ -267,7 +270,7 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
     brackets = n + warm + (n if cuda else 0)  # on the GPU a bracket whose host side outlasted its hold is redone
     slots = Slots(sub, probe, shapes, inplace, m)
     values = [_values(probe)] * brackets  # plain values do not vary between draws of one workload
-    engine = audit_gpu.GpuAudit(sub, slots, calib, m) if cuda else CpuAudit(sub, slots, calib)
+    engine = audit_gpu.GpuAudit(sub, slots, m) if cuda else CpuAudit(sub, slots)
     _begin(sub, slots, values)
     audit = Audit(method="stamps" if cuda else "cpu_time", overhead_ms=calib.overhead_ms, call_ms=calib.call_ms,
                   group=m)
@@ -291,7 +294,7 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
                 continue
             if m not in own:
                 own[m] = engine.own_ms(probe, m)
-            audit.own_ms, audit.group = own[m], min(audit.group, m)
+            audit.own_ms, audit.group, audit.calls = own[m], min(audit.group, m), audit.calls + m
             audit.trusted_ms.append((ms - own[m] - calib.overhead_ms) / m - calib.call_ms)
             for j, seed in enumerate(seeds):  # every audited call left all of its output by its end
                 check(outs[j], inputs[j], after[j], seed)
@@ -338,8 +341,8 @@ def _group(ctx, probe: list[Any], shapes, inplace: list[int], claimed_ms: float)
 class CpuAudit:
     """The CPU's audit: the trusted side's wall clock around ``go`` and ``ok``; CPU time read from outside."""
 
-    def __init__(self, sub, slots: Slots, calib: Calibration):
-        self.sub, self.slots, self.calib = sub, slots, calib
+    def __init__(self, sub, slots: Slots):
+        self.sub, self.slots = sub, slots
         self.pid = outside.candidate_pid(sub.proc.proc.pid) if sub.proc is not None else None
         self.threads = (outside.usage(self.pid, tree=False) or outside.Usage(0, 0, 0)).threads if self.pid else 0
         self.cpu_ms: list[float] = []

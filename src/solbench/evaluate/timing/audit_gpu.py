@@ -48,11 +48,11 @@ def group_size(claimed_ms: float, slot_bytes: int, free_bytes: int) -> int:
 
 
 class GpuAudit:
-    def __init__(self, sub, slots, calib, group: int):
+    def __init__(self, sub, slots, group: int):
         import torch
 
         self.torch = torch
-        self.sub, self.slots, self.calib, self.group = sub, slots, calib, group
+        self.sub, self.slots, self.group = sub, slots, group
         self.dev = sub.ctx.dev
         self.stream = torch.cuda.Stream(self.dev)
         self.stamps = torch.zeros(2, dtype=torch.int64, device=self.dev)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check, by stages: the main job on the starter suite, the GPU test set, benchmarks.
 # Usage: scripts/gpu-check.sh [stage ...]
-#   stages: tests (= fast bundled languages), quick (the integrity corpus, the timing, hang and tf32x3 tests, about 3 min),
+#   stages: tests (= fast bundled languages), quick (the integrity corpus, the timing, hang and tf32x3 tests, about 8 min),
 #           fast (the GPU test set but the bundled examples and the languages stage's), bundled (every starter
 #           example on the GPU, baselines included), run (the main job; RUN_ARGS, e.g. "--language cuda_cpp
 #           --baselines none"), bench, ncu, calibrate, floor, start, probe,
@@ -19,13 +19,14 @@
 # copy the returned gpu.db to .gpudb/gpu.db, carry .gpudb and .whl, and run the other stages, at most 10 minutes
 # of them per call (on 2026-12-01 `bundled` alone, 35 solutions, took about 8 minutes, `languages` 2). A change to
 # a file of the harness digest (evaluate/baselines.py lists them; problems/inputs.py too) makes the cached
-# baselines stale. pytest runs verbose, so a stage stopped at its limit still reports its tests.
+# baselines stale. pytest runs verbose, so a stage stopped at its limit still reports its tests, and each failure's
+# report is printed when it happens (SOLBENCH_INSTAFAIL, tests/conftest.py).
 # Every step is bounded by `timeout`, reads no stdin, and logs under $OUT (the device tool returns $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/solbench-gpu}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export SOLBENCH_INSTAFAIL=1 PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH="$PWD/src"
 if ls .whl/*.whl >/dev/null 2>&1; then
   # packages missing on the device machine travel as wheels (see docs/PERFORMANCE.md)
@@ -51,7 +52,7 @@ for stage in "${stages[@]}"; do
              2>&1 | tee "$OUT/run.txt" ;;
     fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m "gpu and not bundled and not languages" -v -rfE -p no:cacheprovider tests \
              </dev/null 2>&1 | tee "$OUT/fast.txt" ;;
-    quick) timeout ${QUICK_LIMIT:-240} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest or \
+    quick) timeout ${QUICK_LIMIT:-540} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest or \
              held_stream or side_stream or cupti or graph_time or persisting or set_aside or profiler or repeats or fault \
              or hang or tf32" tests \
              </dev/null 2>&1 | tee "$OUT/quick.txt" ;;
@@ -98,7 +99,7 @@ for f in quick fast bundled agents languages select; do
   [ "$f" = quick ] || [ "$f" = fast ] && echo "   exploits $(n test_exploit_is_caught PASSED) caught," \
     "$(n test_exploit_is_caught FAILED) missed; honest $(n test_honest_solution_passes PASSED) passed," \
     "$(n test_honest_solution_passes FAILED) rejected"
-  grep -E "^(FAILED|ERROR) |^=+ .*(passed|failed).* =+$|^(exploits caught|honest solutions passed):|^LANGUAGE " \
+  grep -E "^(FAILED|ERROR) |^INSTAFAIL |^E  |^=+ .*(passed|failed).* =+$|^(exploits caught|honest solutions passed):|^LANGUAGE " \
     "$OUT/$f.txt" \
     | tail -n 25
 done

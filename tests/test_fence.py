@@ -30,7 +30,7 @@ def fake_torch():
         def record(self, stream):
             self.on = stream.cuda_stream
 
-    def current_stream():
+    def current_stream(device=None):
         return Stream(state.current)  # like torch: a new object for the current stream, through __new__
 
     @contextlib.contextmanager
@@ -91,8 +91,24 @@ def test_a_stream_made_during_a_timed_call_waits_for_the_timed_stream_without_re
     with torch.cuda.stream(first):  # entering reads current_stream() through the patched constructor
         second = torch.cuda.Stream()
     assert [w.on for w in first.waits] == [0] and [w.on for w in second.waits] == [0]
-    # the stream objects the fence itself made were not counted as the solution's
-    assert {s.cuda_stream for s in c.streams} == {first.cuda_stream, second.cuda_stream, 0}
+    # neither the stream objects the fence itself made nor the lookup of the current stream on entering were
+    # counted as the solution's
+    assert {s.cuda_stream for s in c.streams} == {first.cuda_stream, second.cuda_stream}
+
+
+def test_a_lookup_of_the_current_stream_is_not_the_solutions_stream_in_a_later_call(monkeypatch):
+    """Autotuning records timing events (``Event.record()`` looks up the current stream): the stream of the call
+    it ran in is the harness's, and a later call on another stream must not fence or join it."""
+    c, torch, state = candidate(monkeypatch)
+    state.current = 7  # the correctness check's stream
+    c.in_candidate = True
+    torch.cuda.current_stream()  # inside the solution's first call
+    c.in_candidate = False
+    assert c.streams == []
+    state.current = 9  # a later phase's stream
+    c.timed_stream = torch.cuda.current_stream()
+    c.fence(c.streams)
+    assert c.tails() == []
 
 
 def test_no_fence_outside_timed_calls_or_into_a_capture(monkeypatch):

@@ -1,12 +1,18 @@
 """The trusted side's judgement of a worker's raw result: physics floor, hidden work, scores."""
 
 from solbench.analysis.roofline import Work
-from solbench.evaluate.verdict.decision import judge as _judge
+from solbench.evaluate.trusted.report import WorkloadReport
+from solbench.evaluate.verdict.decision import judge as decide
 from solbench.hardware.spec import Ceilings
 
 CEIL = Ceilings(hardware="x", kind="datasheet", dram_bytes_per_s=1e12, rates={"vector_fp32": 1e13, "sfu": 1e12})
 WORK = Work(flops={}, bytes=1e9)  # T_SOL = 1 ms
 BASE = {"eager": {"axpy-small": {"verdict": "passed", "time_ms": 4.0}}}
+
+
+def _judge(problem, uuid, r, *args):
+    """``decision.judge`` on a worker's message as the keeper validates it."""
+    return decide(problem, uuid, WorkloadReport.model_validate(r), *args)
 
 
 def judge(axpy, **result):
@@ -73,11 +79,27 @@ def test_malformed_worker_messages_are_treated_as_forged():
     from solbench.evaluate.trusted.keeper import _checked
 
     good = {"uuid": "w", "subject": 0, "verdict": "passed", "reasons": [], "samples_ms": [0.1, 0.2]}
-    assert _checked(good) is good
+    r = _checked(good)
+    assert (r.uuid, r.verdict, r.reasons, r.samples_ms) == ("w", "passed", [], [0.1, 0.2])
     for bad in ({"uuid": "w", "verdict": "totally_passed"}, {"uuid": "w", "verdict": "passed", "samples_ms": ["x"]},
-                {"uuid": "w", "verdict": "passed", "samples_ms": [-1.0]}, {"verdict": "passed"}):
+                {"uuid": "w", "verdict": "passed", "samples_ms": [-1.0]}, {"verdict": "passed"},
+                {"uuid": "w", "verdict": "passed", "samples_ms": [0.1, None]}):
         r = _checked(bad)
-        assert r["verdict"] == "reward_hack" and r["reasons"] == ["result_forgery"]
+        assert r.verdict == "reward_hack" and r.reasons == ["result_forgery"], bad
+
+
+def test_no_report_is_a_runtime_error(axpy):
+    w = decide(axpy, "axpy-small", None, BASE, WORK, CEIL, None)
+    assert (w.verdict, w.reasons) == ("runtime_error", ["no_result"])
+
+
+def test_the_worker_sets_only_its_own_warnings(axpy):
+    """A warning the registry gives the worker stays (``vendor_kernel``); one it does not is the runner's to
+    decide, and is dropped from the report."""
+    w = judge(axpy, samples_ms=[2.5] * 20, wall_ms=[2.6] * 3,
+              warnings=["vendor_kernel", "ghost_inconclusive", "time_unconfirmed", "made_up"])
+    assert w.verdict == "passed" and {"vendor_kernel", "ghost_inconclusive"} <= set(w.warnings)
+    assert "made_up" not in w.warnings and "time_unconfirmed" not in w.warnings
 
 
 def test_work_left_running_on_other_streams_is_hidden_work(axpy):

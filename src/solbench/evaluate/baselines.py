@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from solbench.evaluate.timing.stats import summarize
+from solbench.evaluate.trusted.report import WorkloadReport
 from solbench.problems.problem import Problem
 
 BASELINE_LABEL = {"eager": "eager", "compile": "compile", "baseline_file": "baseline.py"}
@@ -71,10 +72,9 @@ def measure_baselines(problem: Problem, uuids: list[str], kinds: tuple[str, ...]
                      f"on {len({u for _, u in pairs})} workload(s)")
         outcome = run([{"kind": k} for k in kinds], pairs)
         for i, uuid in pairs:
-            r = outcome.results.get((i, uuid), {"verdict": "runtime_error"})
-            t = _median(r.get("samples_ms"))
-            out[kinds[i]][uuid] = {"verdict": r.get("verdict"), "time_ms": t, "message": r.get("message")}
+            r = outcome.results.get((i, uuid)) or WorkloadReport.failed(uuid, "runtime_error", ["no_result"])
+            t = _median(r.samples_ms)
+            out[kinds[i]][uuid] = {"verdict": r.verdict, "time_ms": t, "message": r.message}
             if store is not None:
-                store.put_baseline(digest, uuid, device_name, soft, kinds[i], r.get("verdict", "runtime_error"), t,
-                                   r.get("samples_ms") or [], r.get("message"))
+                store.put_baseline(digest, uuid, device_name, soft, kinds[i], r.verdict, t, r.samples_ms, r.message)
     return out

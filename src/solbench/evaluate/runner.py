@@ -30,7 +30,9 @@ from solbench.evaluate.phases import Phases
 from solbench.evaluate.timing.rounds import TimingConfig
 from solbench.evaluate.trusted import keeper
 from solbench.evaluate.trusted.footprint import too_large
+from solbench.evaluate.trusted.report import WorkloadReport
 from solbench.evaluate.verdict.decision import judge
+from solbench.evaluate.static_reject import rejected_statically, static_findings
 from solbench.hardware.platform import detect_platform
 from solbench.hardware.spec import Ceilings, HardwareSpec
 from solbench.problems.problem import Problem
@@ -158,6 +160,38 @@ def analyse(problem: Problem, uuids: list[str]) -> dict[str, Work | str]:
     return out
 
 
+
+def _baselines(problem: Problem, uuids: list[str], opts: EvalOptions, seed: int, env: dict[str, Any], workdir: Path,
+               store) -> dict[str, dict[str, dict[str, Any]]]:
+    """The baselines the options ask for (the problem's defaults where they ask for none), measured in the trusted
+    worker where the store has none cached for this software and harness."""
+    kinds = opts.baselines if opts.baselines is not None else default_baselines(problem, opts.device)
+
+    def run(subjects, pairs):
+        return keeper.run_worker(_job(problem, subjects, pairs, opts, seed), opts.startup_timeout_s,
+                                 opts.workload_timeout_s, workdir)
+
+    return measure_baselines(problem, uuids, kinds, opts.device, opts.timing.hold, env, run, store,
+                             opts.use_baseline_cache, opts.progress)
+
+
+def _judged(problem: Problem, reports: dict[str, WorkloadReport | None], base, work: dict[str, Work | str],
+            opts: EvalOptions) -> list[WorkloadResult]:
+    """Each workload's result from its report, against the datasheet's ceilings (and the calibrated ones)."""
+    datasheet = opts.hardware.ceilings(scale_to_max_clock=True)
+    return [judge(problem, uuid, r, base, work.get(uuid), datasheet, opts.calibrated,
+                  int(opts.hardware.llc_bytes.value)) for uuid, r in reports.items()]
+
+
+def _unrun(uuid: str, build: Carry, unavailable: str | None, why: str) -> WorkloadReport:
+    """The report of a workload nothing of the solution ran on: the trusted build's verdict (compile_error,
+    reward_hack), or unsupported (a language or toolchain missing here, a workload too large for the device)."""
+    if build.failed:
+        return WorkloadReport.model_validate(dict(build.failed, uuid=uuid))
+    return WorkloadReport.failed(uuid, "unsupported",
+                                 ["language_unavailable" if unavailable else "too_large_for_device"], why)
+
+
 def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None, run_id: int | None = None) -> Evaluation:
     from solbench.evaluate.languages import get_language
     from solbench.hardware.registry import detect
@@ -171,20 +205,15 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         opts.hardware = detect(opts.device)
     seed = opts.seed if opts.seed is not None else secrets.randbits(63)
     if opts.heldout:
-        from solbench.analysis.heldout import draw_heldout
-
-        extra = draw_heldout(problem, opts.heldout, seed ^ 0x5EED, opts.device)
-        public = _select_workloads(problem, opts)
-        problem = dataclasses.replace(problem, workloads=list(problem.workloads) + extra)
-        opts = dataclasses.replace(opts, workloads=public + [w.uuid for w in extra])
+        problem, opts = _with_heldout(problem, opts, seed)
     uuids = _select_workloads(problem, opts)
     ph = Phases()
     with ph("static_scan"):
         findings = (static_findings(problem, solution, language.name, single_language(problem, opts))
                     if opts.static_checks else [])
     if any(f.severity == "reject" for f in findings):
-        return _rejected_statically(problem, solution, language.name, opts, uuids, findings, seed, started_wall, t0,
-                                    store, run_id)
+        return rejected_statically(problem, solution, language.name, opts, uuids, findings, seed, started_wall, t0,
+                                   store, run_id)
     # a private directory locked by this process: one that a killed run left behind is swept by the next
     tempdirs.sweep(EVAL_PREFIX)
     owner = tempdirs.private_dir(EVAL_PREFIX)
@@ -192,11 +221,6 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
     try:
         with ph("stage"):
             staged = stage_solution(solution, workdir)
-        subject = {"kind": "solution", "staged": str(staged), "language": language.name,
-                   "entry_file": solution.spec.entry_file, "function": solution.spec.entry_function,
-                   "dps": solution.spec.destination_passing_style,
-                   # the language proof's names, read here from the sources as submitted
-                   "kernel_names": sorted(language.kernel_names({f.path: f.content for f in solution.sources}))}
         # the candidate's one writable directory: its cwd, TMPDIR and HOME, its Triton and Inductor caches, the
         # CPU arenas. Its Triton cache starts as a copy of this solution's own (keyed by digest) and is copied back
         private = workdir / "tmp"
@@ -206,25 +230,14 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
             _carry_cache(carried, private / "triton")
         with ph("build"):  # compiled languages: built, checked and hashed here before the candidate starts
             build = Carry(language, solution, opts.device, private, cache_root() / "build",
-                                      view=sandbox_view(store, opts.device))
-        candidate_env = {"TMPDIR": str(private), "HOME": str(private), "TRITON_CACHE_DIR": str(private / "triton"),
-                         "TORCHINDUCTOR_CACHE_DIR": str(private / "inductor"),
-                         "SOLBENCH_CPU_THREADS": str(opts.cpu_threads), **build.env}
+                          view=sandbox_view(store, opts.device))
         if opts.progress:
             opts.progress(f"{problem.name}: {solution.name} on {len(uuids)} workload(s)")
-        refused = too_large(problem, uuids, opts.device)  # judged here they would get the worker killed
-        # a language, toolchain or device this machine lacks: decided here, and nothing of the solution runs
-        unavailable = build.unsupported or language.unavailable(opts.device)
-        if unavailable:
-            refused = {u: unavailable for u in uuids}
-        if build.failed:  # the trusted build's verdict (compile_error, reward_hack): nothing of the solution runs
-            refused = {u: build.failed["message"] for u in uuids}
+        refused, unavailable = _refused(problem, uuids, opts.device, language, build)
         runnable = [u for u in uuids if u not in refused]
-        cand_job = _job(problem, [subject], [(0, u) for u in runnable], opts, seed)
+        cand_job = _job(problem, [_subject(solution, language, staged)], [(0, u) for u in runnable], opts, seed)
         cand_job["workdir"] = str(workdir)
-        cand_job["sandbox"] = dict(sandbox_view(store, opts.device), env=keeper.child_env(candidate_env), private=str(private),
-                                   mode=opts.sandbox, max_file_bytes=opts.max_file_bytes,
-                                   max_address_space_bytes=opts.max_address_space_bytes)
+        cand_job["sandbox"] = _sandbox(opts, store, private, build)
         # the SOL analysis (fake tensors, CPU only) runs in this process while the candidate's worker runs
         from concurrent.futures import ThreadPoolExecutor
 
@@ -236,80 +249,131 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         ph.add("analysis", analysis_s)  # in a thread of its own, while the worker ran
         with ph("stage"):
             _carry_cache(private / "triton", carried, below=private)
-        env = dict(cand.environment or {"device": opts.device})
-        env["sandbox"] = cand.sandbox or ("namespaces" if (opts.sandbox == "auto" and namespaces_available())
-                                          else "rlimits")
-        env["seccomp"] = cand.filtered  # the candidate's system-call filter, read from outside its process
-        env["worker_ready_s"] = cand.ready_s
-        env["timing_hold"] = opts.timing.hold
-        # what made this evaluation, so that evaluations are compared only with ones made alike
-        env["harness"] = harness_digest()
-        env["profile_dsl"] = profile_mode(opts.profile_dsl)
-        env["candidate_ready_s"] = cand.candidate_ready_s
-        if build.report:
-            env["build"] = build.report  # key, cached, published, compile_s (apart from any run time)
-        env["platform"] = detect_platform(opts.device).record()  # vendor, architecture, telemetry source
-        if cand.candidate_restarts:
-            env["candidate_restarts"] = cand.candidate_restarts
-        kinds = opts.baselines if opts.baselines is not None else default_baselines(problem, opts.device)
-
-        def run_baselines(subjects, pairs):
-            return keeper.run_worker(_job(problem, subjects, pairs, opts, seed), opts.startup_timeout_s,
-                                      opts.workload_timeout_s, workdir)
-
+        env = _environment(cand, build, opts)
         with ph("baselines"):
-            base = measure_baselines(problem, runnable, kinds, opts.device, opts.timing.hold, env, run_baselines,
-                                     store, opts.use_baseline_cache, opts.progress) if runnable else {}
+            base = _baselines(problem, runnable, opts, seed, env, workdir, store) if runnable else {}
     finally:
         owner.close()
-    datasheet = opts.hardware.ceilings(scale_to_max_clock=True)
-    results: list[WorkloadResult] = []
     with ph("judge"):
-        for uuid in uuids:
-            r = cand.results.get((0, uuid)) if uuid not in refused else build.failed or {
-                "verdict": "unsupported", "message": refused[uuid],
-                "reasons": ["language_unavailable" if unavailable else "too_large_for_device"]}
-            results.append(judge(problem, uuid, r, base, work.get(uuid), datasheet,
-                                 opts.calibrated, int(opts.hardware.llc_bytes.value)))
+        reports = {u: _unrun(u, build, unavailable, refused[u]) if u in refused else cand.results.get((0, u))
+                   for u in uuids}
+        results = _judged(problem, reports, base, work, opts)
         if build.linked is not None and not unavailable:  # read from the bytes the build checked and hashed
-            used = build.linked
-            linked.apply(results, used, language.name, single_language(problem, opts))
-            if used:
-                env["linked"] = used
-    verdicts = [r.verdict for r in results]
-    ev = Evaluation(
-        problem=problem.name, problem_dir=str(problem.directory), problem_digest=problem.digest(),
-        solution=solution.name, solution_digest=solution.digest(), language=language.name, author=solution.author,
-        hardware=opts.hardware.id, device=opts.device, device_name=env.get("device_name"),
-        verdict=worst(verdicts) if results else "unsupported",
-        reasons=sorted({r for w in results for r in w.reasons if w.verdict != "passed"}),
-        warnings=sorted({x for w in results for x in w.warnings} | {f"static:{f.rule}" for f in findings}
-                        | ({"sandbox_rlimits_only"} if env["sandbox"] != "namespaces" else set())
-                        | ({"seccomp_unavailable"} if env.get("seccomp") is False else set())
-                        # no language proof for this language (or on this device): its kernels' share of the
-                        # work is not checked
-                        | ({"language_unproven"} if not language.proven_on(opts.device) and not unavailable
-                           else set())),
-        findings=[f"{f.severity} static:{f.rule} {f.path}:{f.line}: {f.message}" for f in findings],
-        message=cand.fatal.get(0, {}).get("message") or unavailable or (build.failed or {}).get("message"),
-        workloads=results, environment=env, seed=seed, started=started_wall,
-        log=(cand.candidate_log + ("\n--- trusted worker ---\n" + cand.log if cand.log.strip() else ""))[-40000:],
-    )
-    ev.sol_score = scoring.aggregate(results)
-    ev.mean_speedup_vs_eager = scoring.geomean([r.speedup_vs_eager for r in results])
-    ev.fast_p = scoring.evaluation_fast_p(results)  # an unsupported workload stays in the denominator
-    ph.merge(cand.phases)
-    if cand.ready_s is not None:  # the trusted worker's own start, where this job started it
-        ph.add("worker_start", max(0.0, cand.ready_s - cand.phases.get("candidate_start", 0.0)))
-    for r in results:
-        ph.merge(r.phases)
-    ev.phases = ph.take()
+            linked.apply(results, build.linked, language.name, single_language(problem, opts))
+            if build.linked:
+                env["linked"] = build.linked
+    ev = _evaluation(problem, solution, language, opts, results, findings, env, cand, build, unavailable)
+    ev.seed, ev.started = seed, started_wall
+    _phases(ev, ph, cand, results)
     ev.elapsed_s = time.perf_counter() - t0
     if store is not None:
         t_store = time.perf_counter()
         store.add_evaluation(ev, solution.model_dump_json(), run_id)
         ev.phases["store"] = round(time.perf_counter() - t_store, 6)
     return ev
+
+
+def _subject(solution: Solution, language, staged: Path) -> dict[str, Any]:
+    """The candidate's subject in the worker's job: the staged solution, its entry, the language proof's names
+    (read here from the sources as submitted)."""
+    return {"kind": "solution", "staged": str(staged), "language": language.name,
+            "entry_file": solution.spec.entry_file, "function": solution.spec.entry_function,
+            "dps": solution.spec.destination_passing_style,
+            "kernel_names": sorted(language.kernel_names({f.path: f.content for f in solution.sources}))}
+
+
+def _sandbox(opts: EvalOptions, store, private: Path, build: Carry) -> dict[str, Any]:
+    """The candidate's sandbox: its view of the machine, its environment (every cache in its one writable
+    directory ``private``), its mode and limits."""
+    env = {"TMPDIR": str(private), "HOME": str(private), "TRITON_CACHE_DIR": str(private / "triton"),
+           "TORCHINDUCTOR_CACHE_DIR": str(private / "inductor"), "SOLBENCH_CPU_THREADS": str(opts.cpu_threads),
+           **build.env}
+    return dict(sandbox_view(store, opts.device), env=keeper.child_env(env), private=str(private), mode=opts.sandbox,
+                max_file_bytes=opts.max_file_bytes, max_address_space_bytes=opts.max_address_space_bytes)
+
+
+def _refused(problem: Problem, uuids: list[str], device: str, language, build: Carry
+             ) -> tuple[dict[str, str], str | None]:
+    """The workloads nothing of the solution runs on, each with why, and why none can run here (or None): too
+    large for the device (judged they would get the worker killed); a language, toolchain or device this machine
+    lacks; the trusted build's verdict (compile_error, reward_hack)."""
+    refused = too_large(problem, uuids, device)
+    unavailable = build.unsupported or language.unavailable(device)
+    if unavailable:
+        refused = {u: unavailable for u in uuids}
+    if build.failed:
+        refused = {u: build.failed["message"] for u in uuids}
+    return refused, unavailable
+
+
+def _with_heldout(problem: Problem, opts: EvalOptions, seed: int) -> tuple[Problem, EvalOptions]:
+    """The problem with ``opts.heldout`` extra workloads drawn from its axis ranges with the run's secret seed, and
+    the options selecting them beside the public ones."""
+    from solbench.analysis.heldout import draw_heldout
+
+    extra = draw_heldout(problem, opts.heldout, seed ^ 0x5EED, opts.device)
+    public = _select_workloads(problem, opts)
+    problem = dataclasses.replace(problem, workloads=list(problem.workloads) + extra)
+    return problem, dataclasses.replace(opts, workloads=public + [w.uuid for w in extra])
+
+
+def _environment(cand: keeper.WorkerOutcome, build: Carry, opts: EvalOptions) -> dict[str, Any]:
+    """What made this evaluation, so that evaluations are compared only with ones made alike: the device, the
+    candidate's isolation and filter (read from outside its process), the harness, the build, the platform."""
+    env = dict(cand.environment or {"device": opts.device})
+    env["sandbox"] = cand.sandbox or ("namespaces" if (opts.sandbox == "auto" and namespaces_available())
+                                      else "rlimits")
+    env["seccomp"] = cand.filtered
+    env["worker_ready_s"] = cand.ready_s
+    env["timing_hold"] = opts.timing.hold
+    env["harness"] = harness_digest()
+    env["profile_dsl"] = profile_mode(opts.profile_dsl)
+    env["candidate_ready_s"] = cand.candidate_ready_s
+    if build.report:
+        env["build"] = build.report  # key, cached, published, compile_s (apart from any run time)
+    env["platform"] = detect_platform(opts.device).record()  # vendor, architecture, telemetry source
+    if cand.candidate_restarts:
+        env["candidate_restarts"] = cand.candidate_restarts
+    return env
+
+
+def _evaluation(problem: Problem, solution: Solution, language, opts: EvalOptions, results: list[WorkloadResult],
+                findings: list, env: dict[str, Any], cand: keeper.WorkerOutcome, build: Carry,
+                unavailable: str | None) -> Evaluation:
+    """The evaluation from its workloads' results: the worst verdict, their failing reasons, every warning (theirs,
+    the static scan's, and the evaluation's own), the scores."""
+    warnings = ({x for w in results for x in w.warnings} | {f"static:{f.rule}" for f in findings}
+                | ({"sandbox_rlimits_only"} if env["sandbox"] != "namespaces" else set())
+                | ({"seccomp_unavailable"} if env.get("seccomp") is False else set())
+                # no language proof for this language (or on this device): its kernels' share of the work is
+                # not checked
+                | ({"language_unproven"} if not language.proven_on(opts.device) and not unavailable else set()))
+    ev = Evaluation(
+        problem=problem.name, problem_dir=str(problem.directory), problem_digest=problem.digest(),
+        solution=solution.name, solution_digest=solution.digest(), language=language.name, author=solution.author,
+        hardware=opts.hardware.id, device=opts.device, device_name=env.get("device_name"),
+        verdict=worst([r.verdict for r in results]) if results else "unsupported",
+        reasons=sorted({r for w in results for r in w.reasons if w.verdict != "passed"}),
+        warnings=sorted(warnings),
+        findings=[f"{f.severity} static:{f.rule} {f.path}:{f.line}: {f.message}" for f in findings],
+        message=cand.fatal.get(0, {}).get("message") or unavailable or (build.failed or {}).get("message"),
+        workloads=results, environment=env,
+        log=(cand.candidate_log + ("\n--- trusted worker ---\n" + cand.log if cand.log.strip() else ""))[-40000:],
+    )
+    ev.sol_score = scoring.aggregate(results)
+    ev.mean_speedup_vs_eager = scoring.geomean([r.speedup_vs_eager for r in results])
+    ev.fast_p = scoring.evaluation_fast_p(results)  # an unsupported workload stays in the denominator
+    return ev
+
+
+def _phases(ev: Evaluation, ph: Phases, cand: keeper.WorkerOutcome, results: list[WorkloadResult]) -> None:
+    """Where the evaluation's time went: this process's phases, the worker's, and each workload's."""
+    ph.merge(cand.phases)
+    if cand.ready_s is not None:  # the trusted worker's own start, where this job started it
+        ph.add("worker_start", max(0.0, cand.ready_s - cand.phases.get("candidate_start", 0.0)))
+    for r in results:
+        ph.merge(r.phases)
+    ev.phases = ph.take()
 
 
 def _timed(fn, *args):
@@ -322,36 +386,3 @@ def single_language(problem: Problem, opts: EvalOptions) -> bool:
     """Whether the solution must do its work in its own language alone (the options' or the problem's rule)."""
     pol = problem.definition.policy
     return bool(opts.single_language or (pol is not None and pol.single_language))
-
-
-def static_findings(problem: Problem, solution: Solution, language: str, single: bool = False) -> list:
-    from solbench.evaluate.integrity.static import Policy, scan_sources
-
-    pol = problem.definition.policy
-    policy = Policy(allow=frozenset(pol.allow) if pol else frozenset(),
-                    forbid_calls=frozenset(pol.forbid_calls) if pol else frozenset(), single_language=single)
-    return scan_sources([(s.path, s.content) for s in solution.sources], language, policy)
-
-
-def _rejected_statically(problem: Problem, solution: Solution, language: str, opts: EvalOptions, uuids: list[str],
-                         findings: list, seed: int, started: str, t0: float, store, run_id) -> Evaluation:
-    """A static reject: nothing of the solution runs; every workload gets the verdict."""
-    reasons = sorted({f"static:{f.rule}" for f in findings if f.severity == "reject"})
-    first = next(f for f in findings if f.severity == "reject")
-    message = f"{first.path}:{first.line}: {first.message}"
-    results = [WorkloadResult(uuid=u, label=problem.workload(u).label, axes=problem.definition.resolve_axes(
-        problem.workload(u).axes), verdict="reward_hack", reasons=reasons, message=message, sol_score=0.0)
-        for u in uuids]
-    ev = Evaluation(
-        problem=problem.name, problem_dir=str(problem.directory), problem_digest=problem.digest(),
-        solution=solution.name, solution_digest=solution.digest(), language=language, author=solution.author,
-        hardware=opts.hardware.id, device=opts.device, verdict="reward_hack", reasons=reasons,
-        warnings=sorted({f"static:{f.rule}" for f in findings if f.severity != "reject"}),
-        findings=[f"{f.severity} static:{f.rule} {f.path}:{f.line}: {f.message}" for f in findings],
-        message=message, workloads=results, seed=seed, started=started, sol_score=0.0,
-        environment={"device": opts.device, "platform": detect_platform(opts.device).record()},
-        elapsed_s=time.perf_counter() - t0)
-    if store is not None:
-        store.add_evaluation(ev, solution.model_dump_json(), run_id)
-    return ev
-

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from solbench import tempdirs
 from solbench.evaluate.isolation.namespaces import die_with_parent
 from solbench.evaluate.isolation.sandbox import end_process
+from solbench.evaluate.trusted.report import WorkloadReport
 from solbench.evaluate.verdict import limits
-from solbench.records.verdict import VERDICT_ORDER
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[3])
 _KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
@@ -64,8 +64,8 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 @dataclass
 class WorkerOutcome:
     environment: dict[str, Any] = field(default_factory=dict)
-    #: (subject index, workload uuid) -> the worker's result message
-    results: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
+    #: (subject index, workload uuid) -> the worker's report
+    results: dict[tuple[int, str], WorkloadReport] = field(default_factory=dict)
     fatal: dict[int, dict[str, Any]] = field(default_factory=dict)  # subject index -> compile error
     log: str = ""
     elapsed_s: float = 0.0
@@ -77,48 +77,14 @@ class WorkerOutcome:
     candidate_restarts: int = 0
     phases: dict[str, float] = field(default_factory=dict)  # the worker's own before its first workload
 
-    def for_subject(self, index: int) -> dict[str, dict[str, Any]]:
-        return {uuid: r for (i, uuid), r in self.results.items() if i == index}
 
-
-class _WorkerResult(BaseModel):
-    """The shape a worker's per-workload message must have; anything else is treated as forged."""
-
-    model_config = ConfigDict(extra="allow")
-    uuid: str
-    subject: int = 0
-    verdict: str
-    reasons: list[str] = Field(default_factory=list)
-    samples_ms: list[float] | None = None
-    wall_ms: list[float] | None = None
-    wall_event_ms: list[float] | None = None
-    graph_ms: float | None = None
-    max_abs_err: float | None = None
-    max_rel_err: float | None = None
-    peak_memory_bytes: int | None = None
-
-    @field_validator("verdict")
-    @classmethod
-    def _known(cls, v: str) -> str:
-        if v not in VERDICT_ORDER:
-            raise ValueError(f"unknown verdict {v!r}")
-        return v
-
-    @field_validator("samples_ms", "wall_ms", "wall_event_ms")
-    @classmethod
-    def _plausible(cls, v: list[float] | None) -> list[float] | None:
-        if v is not None and any(not (x >= 0) or x != x for x in v):
-            raise ValueError("negative or NaN time")
-        return v
-
-
-def _checked(msg: dict[str, Any]) -> dict[str, Any]:
+def _checked(msg: dict[str, Any]) -> WorkloadReport:
+    """A workload message as a report; one that does not validate is a forged one."""
     try:
-        _WorkerResult.model_validate(msg)
-        return msg
+        return WorkloadReport.model_validate(msg)
     except ValidationError as exc:
-        return {"uuid": str(msg.get("uuid")), "verdict": "reward_hack", "reasons": ["result_forgery"],
-                "message": f"malformed result message from the worker: {exc.errors()[0]['msg']}"}
+        return WorkloadReport.failed(str(msg.get("uuid")), "reward_hack", ["result_forgery"],
+                                     f"malformed result message from the worker: {exc.errors()[0]['msg']}")
 
 
 #: every trusted worker's directory (its log, its job files) is ``<temporary directory>/solbench-judge-XXXXXXXX``
@@ -248,17 +214,17 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
             continue
         key = pending.pop(0)
         if ended == "timeout":
-            outcome.results[key] = {"uuid": key[1], "verdict": "timeout", "reasons": ["timeout"],
-                                    "message": f"no result within {per_workload:.0f} s"}
+            outcome.results[key] = WorkloadReport.failed(key[1], "timeout", ["timeout"],
+                                                         f"no result within {per_workload:.0f} s")
         elif killed:
-            outcome.results[key] = {"uuid": key[1], "verdict": "runtime_error",
-                                    "reasons": ["out_of_memory", "trusted_worker_killed"],
-                                    "message": "the trusted worker was killed (SIGKILL) during this workload, most "
-                                               f"likely for memory{_footprint_of(job, key[1])}"}
+            outcome.results[key] = WorkloadReport.failed(
+                key[1], "runtime_error", ["out_of_memory", "trusted_worker_killed"],
+                f"the trusted worker was killed (SIGKILL) during this workload, most likely for memory"
+                f"{_footprint_of(job, key[1])}")
         else:
-            outcome.results[key] = {"uuid": key[1], "verdict": "runtime_error", "reasons": ["crash"],
-                                    "message": f"the trusted worker ended during this workload; log tail: "
-                                               f"{log_tail[-800:]}"}
+            outcome.results[key] = WorkloadReport.failed(
+                key[1], "runtime_error", ["crash"],
+                f"the trusted worker ended during this workload; log tail: {log_tail[-800:]}")
     outcome.elapsed_s = time.perf_counter() - started
     return outcome
 
@@ -332,8 +298,8 @@ def _collect(judge: Judge, outcome: WorkerOutcome, pending: list, deadline: floa
                 index = msg.get("subject")
                 outcome.fatal[index] = msg
                 for key in [k for k in pending if k[0] == index]:
-                    outcome.results[key] = {"uuid": key[1], "verdict": msg.get("verdict", "compile_error"),
-                                            "reasons": ["compile_error"], "message": msg.get("message")}
+                    outcome.results[key] = _checked({"uuid": key[1], "verdict": msg.get("verdict", "compile_error"),
+                                                      "reasons": ["compile_error"], "message": msg.get("message")})
                     pending.remove(key)
             elif kind in ("lost", "done"):
                 return kind, deadline

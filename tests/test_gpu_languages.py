@@ -16,7 +16,7 @@ import pytest
 
 from solbench.evaluate.languages import get_language
 from solbench.evaluate.runner import EvalOptions, evaluate
-from solbench.evaluate.verdict.stages import MIN_DSL_SHARE
+from solbench.evaluate.verdict.proof import MIN_DSL_SHARE
 from solbench.problems.problem import load_problem
 from solbench.problems.solution import Solution, load_solution
 

@@ -110,7 +110,7 @@ def test_the_candidate_reports_every_kernel_by_name():
 
 
 def _proof(kernels, language, single=False, names=("_rms_fwd",)):
-    from solbench.evaluate.verdict.stages import language_proof
+    from solbench.evaluate.verdict.proof import language_proof
 
     lang = get_language(language)
     warnings: list[str] = []

@@ -232,7 +232,7 @@ def experiment_transfer(
     budgets, paired statistics with problem-bootstrap intervals. Interrupted, it resumes where it stopped."""
     from solbench.agents.models import load_model
     from solbench.cli_options import resolve_device
-    from solbench.experiments.transfer import Variant, report, run_transfer
+    from solbench.experiments.transfer import report, run_transfer
     from solbench.problems.problem import load_problem
     from solbench.store.db import Store
 
@@ -242,24 +242,7 @@ def experiment_transfer(
                         f"(got {pair!r})")
     cfg = load_model(models, model)
     names = [p for p in problems.split(",") if p]
-    if axis == "language":
-        a, b = (Variant(name=x, language=x) for x in sides)
-    elif axis == "chip":
-        a, b = (Variant(name=x, language=language, device=resolve_device(x)) for x in sides)
-    elif axis == "source":
-        if counterparts is None or not counterparts.exists():
-            raise UserError("--axis source needs --counterparts FILE (a JSON map from each problem to its counterpart)")
-        try:
-            mapping = json.loads(counterparts.read_text())
-        except ValueError as exc:
-            raise UserError(f"{counterparts}: not JSON ({exc})") from None
-        missing = [n for n in names if n not in mapping]
-        if missing:
-            raise UserError(f"{counterparts} names no counterpart for {', '.join(missing)}")
-        a, b = Variant(name=sides[0], language=language), Variant(name=sides[1], language=language,
-                                                                  problems={n: mapping[n] for n in names})
-    else:
-        raise UserError(f"--axis must be language, chip or source, not {axis!r}")
+    a, b = _variants(sides, axis, language, counterparts, names)
     loaded = {n: load_problem(n) for v in (a, b) for n in (v.problems.get(x, x) for x in names)}
     titles = [loaded[n].name for n in names]
     if len(set(titles)) != len(titles):
@@ -274,6 +257,35 @@ def experiment_transfer(
     rep = report(units, a, b)
     if output:
         output.write_text(json.dumps(rep, indent=1, default=str))
+    _print_directions(rep)
+
+
+def _variants(sides: list[str], axis: str, language: str, counterparts: Optional[Path], names: list[str]):
+    """The two variants A and B of ``--pair``'s two sides along ``--axis``."""
+    from solbench.cli_options import resolve_device
+    from solbench.experiments.transfer import Variant
+
+    if axis == "language":
+        return tuple(Variant(name=x, language=x) for x in sides)
+    if axis == "chip":
+        return tuple(Variant(name=x, language=language, device=resolve_device(x)) for x in sides)
+    if axis == "source":
+        if counterparts is None or not counterparts.exists():
+            raise UserError("--axis source needs --counterparts FILE (a JSON map from each problem to its counterpart)")
+        try:
+            mapping = json.loads(counterparts.read_text())
+        except ValueError as exc:
+            raise UserError(f"{counterparts}: not JSON ({exc})") from None
+        missing = [n for n in names if n not in mapping]
+        if missing:
+            raise UserError(f"{counterparts} names no counterpart for {', '.join(missing)}")
+        return Variant(name=sides[0], language=language), Variant(name=sides[1], language=language,
+                                                                  problems={n: mapping[n] for n in names})
+    raise UserError(f"--axis must be language, chip or source, not {axis!r}")
+
+
+def _print_directions(rep: dict) -> None:
+    """One line per direction of the transfer report: its lifts, p-value and help/harm."""
     for direction, d in rep["directions"].items():
         s, hh = d["lift_S"], d["help_harm"]
         out.print(f"{direction}: {d['pairs']} pairs; S lift {_f(s['mean'], '+.1f')} (95% {_f(s['lo'], '+.1f')} to "

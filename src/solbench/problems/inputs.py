@@ -230,19 +230,7 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
     role = infer_role(name, spec)
     dtype = torch_dtype(spec.dtype)
     if spec.dtype in INTEGER or role in ("index", "length", "page_table", "block_table"):
-        if role == "block_table":
-            return _block_table(spec, shape, axes, gen).to(device=device, dtype=dtype)
-        if role == "page_table":
-            lo, hi = _range(spec, axes, (0, max(shape[-1], 1)))
-            rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
-            pages = [torch.randperm(int(hi - lo), generator=gen, device=gen.device).cpu()[: shape[-1]] + int(lo)
-                     for _ in range(rows)]
-            return torch.stack(pages).reshape(shape).to(device=device, dtype=dtype)
-        if role == "length":
-            lo, hi = _range(spec, axes, (1, 16))
-            return torch.randint(int(lo), int(hi) + 1, shape, generator=gen, device=device).to(dtype)
-        lo, hi = _range(spec, axes, (0, 16))
-        return torch.randint(int(lo), int(hi), shape, generator=gen, device=device).to(dtype)
+        return _integer(role, spec, shape, axes, gen, device, dtype)
     if spec.dtype == "bool" or role == "causal_mask":
         if role == "causal_mask":
             rows, cols = shape[-2], shape[-1]
@@ -250,19 +238,55 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
             return mask.expand(shape).contiguous().to(dtype)
         return (torch.rand(shape, generator=gen, device=device) < 0.5).to(dtype)
     if role in ("rope_cos", "rope_sin"):
-        # angles depend only on angle_seed so cos and sin of one draw agree
-        g = torch.Generator(device="cpu").manual_seed(angle_seed)
-        rows = shape[0] if len(shape) > 1 else 1
-        dim = shape[-1]
-        pos = torch.randint(0, 8192, (rows, 1), generator=g).to(torch.float64)
-        half = (dim + 1) // 2
-        inv = 10000.0 ** (-torch.arange(half, dtype=torch.float64) * 2 / max(dim, 2))
-        ang = pos * inv
-        if dim != half:
-            ang = torch.cat([ang, ang], dim=-1)[:, :dim]
-        val = torch.cos(ang) if role == "rope_cos" else torch.sin(ang)
-        val = val.reshape((rows,) + (1,) * (len(shape) - 2) + (dim,)).expand(shape)
-        return val.to(device=device, dtype=dtype).contiguous()
+        return _rope(role, shape, device, dtype, angle_seed)
+    x = _floating(name, role, spec, shape, axes, gen, device, angle_seed)
+    if spec.dtype in FLOAT8 and role not in ("scale",):
+        lo, hi = _range(spec, axes, (-2.0, 2.0)) if role == "activation" else (-448.0, 448.0)
+        x = x.clamp(lo, hi)
+    elif spec.dtype in FINITE_MAX:
+        x = x.clamp(-FINITE_MAX[spec.dtype], FINITE_MAX[spec.dtype])
+    return x.to(dtype)
+
+
+def _integer(role: str, spec: TensorSpec, shape: tuple[int, ...], axes: dict[str, int], gen: torch.Generator,
+             device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """An integer role's draw: block and page tables, lengths, indices."""
+    if role == "block_table":
+        return _block_table(spec, shape, axes, gen).to(device=device, dtype=dtype)
+    if role == "page_table":
+        lo, hi = _range(spec, axes, (0, max(shape[-1], 1)))
+        rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
+        pages = [torch.randperm(int(hi - lo), generator=gen, device=gen.device).cpu()[: shape[-1]] + int(lo)
+                 for _ in range(rows)]
+        return torch.stack(pages).reshape(shape).to(device=device, dtype=dtype)
+    if role == "length":
+        lo, hi = _range(spec, axes, (1, 16))
+        return torch.randint(int(lo), int(hi) + 1, shape, generator=gen, device=device).to(dtype)
+    lo, hi = _range(spec, axes, (0, 16))
+    return torch.randint(int(lo), int(hi), shape, generator=gen, device=device).to(dtype)
+
+
+def _rope(role: str, shape: tuple[int, ...], device: torch.device, dtype: torch.dtype,
+          angle_seed: int) -> torch.Tensor:
+    """RoPE's cosines or sines at random positions."""
+    # angles depend only on angle_seed so cos and sin of one draw agree
+    g = torch.Generator(device="cpu").manual_seed(angle_seed)
+    rows = shape[0] if len(shape) > 1 else 1
+    dim = shape[-1]
+    pos = torch.randint(0, 8192, (rows, 1), generator=g).to(torch.float64)
+    half = (dim + 1) // 2
+    inv = 10000.0 ** (-torch.arange(half, dtype=torch.float64) * 2 / max(dim, 2))
+    ang = pos * inv
+    if dim != half:
+        ang = torch.cat([ang, ang], dim=-1)[:, :dim]
+    val = torch.cos(ang) if role == "rope_cos" else torch.sin(ang)
+    val = val.reshape((rows,) + (1,) * (len(shape) - 2) + (dim,)).expand(shape)
+    return val.to(device=device, dtype=dtype).contiguous()
+
+
+def _floating(name: str, role: str, spec: TensorSpec, shape: tuple[int, ...], axes: dict[str, int],
+              gen: torch.Generator, device: torch.device, angle_seed: int) -> torch.Tensor:
+    """A floating role's draw in float32, before the dtype's clamp."""
     pg = _params(angle_seed, name)
     if role == "weight":
         fan_axis = spec.fan_in or (spec.shape[-1] if spec.shape else None)
@@ -308,12 +332,7 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
             x = _activation(shape, gen, device, pg, u, ATTENTION_SCALE if attention else ACTIVATION_SCALE,
                             None if is_logits(name) else ATTENTION_OUTLIER if attention else ACTIVATION_OUTLIER,
                             -cap, cap)
-    if spec.dtype in FLOAT8 and role not in ("scale",):
-        lo, hi = _range(spec, axes, (-2.0, 2.0)) if role == "activation" else (-448.0, 448.0)
-        x = x.clamp(lo, hi)
-    elif spec.dtype in FINITE_MAX:
-        x = x.clamp(-FINITE_MAX[spec.dtype], FINITE_MAX[spec.dtype])
-    return x.to(dtype)
+    return x
 
 
 def _load_safetensors(src: SafetensorsInput, problem_dir: Path | None, device) -> torch.Tensor:

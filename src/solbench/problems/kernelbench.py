@@ -134,8 +134,6 @@ def _convert(f: Path, module, out_root: Path, name: str, target: Path) -> tuple[
     notes = list(p.notes)
     plan = plan_axes(p)
     cpu_values = size_for_cpu(p, plan)
-    var = {g.name: g for g in plan.groups}
-    position = {pos: g.name for g in plan.groups for pos in g.positions}
     numel = sum(x.numel() for x in p.inputs if isinstance(x, torch.Tensor))
     values, ranges, why = (p.inputs, {}, None) if p.device == "cpu" else input_values(module, len(p.inputs), numel)
     if why:
@@ -145,6 +143,45 @@ def _convert(f: Path, module, out_root: Path, name: str, target: Path) -> tuple[
     for g in plan.groups:
         if g.ceiling is not None:
             axes[g.name]["max"] = g.ceiling
+    inputs, scalars, consts = _forward_inputs(p, plan, values, ranges)
+    axes.update(consts)
+    fed, constants = _state(p.model)
+    init_vals, why = _init_values(p, fed)
+    if why:
+        notes.append(why)
+    state, consts, state_names = _state_inputs(p, fed, init_vals, set(inputs))
+    inputs.update(state)
+    axes.update(consts)
+    outputs, consts = _outputs(p, plan)
+    axes.update(consts)
+    level = next((q.name.lower() for q in f.parents if q.name.lower().startswith("level")), None)
+    literal = repr(init)
+    try:
+        import ast
+
+        ast.literal_eval(literal)
+    except (ValueError, SyntaxError):
+        literal = None
+        notes.append("get_init_inputs() is not a literal: a ModelNew solution must define get_init_inputs itself")
+    definition = {
+        "name": name, "op_type": "kernelbench",
+        "description": f"Imported from the KernelBench problem file {f.name}; the model runs in eval mode.",
+        "tags": ["imported:kernelbench"] + ([f"kernelbench:{level}"] if level else []),
+        "axes": axes, "inputs": inputs, "outputs": outputs,
+        "kernelbench": {"file": f.name, "mode": "eval", "init_inputs": literal, "forward_inputs": len(p.inputs),
+                        "state": state_names, "constants": constants},
+    }
+    workloads = _workloads(name, plan, cpu_values, scalars, notes)
+    reference = module_source(f) + RUNNER.format(n_inputs=len(p.inputs), state=state_names)
+    _replace(out_root, name, target, definition, reference, workloads, notes)
+    return target, notes
+
+
+def _forward_inputs(p, plan, values, ranges) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The forward's arguments as inputs (``input_<i>``), the numbers among them as the workloads' scalars, and the
+    const axes of the tensors' sizes that no var axis covers."""
+    position = {pos: g.name for g in plan.groups for pos in g.positions}
+    axes: dict[str, Any] = {}
     inputs: dict[str, Any] = {}
     scalars: dict[str, Any] = {}
     for i, x in enumerate(p.inputs):
@@ -172,11 +209,14 @@ def _convert(f: Path, module, out_root: Path, name: str, target: Path) -> tuple[
             scalars[iname] = {"type": "scalar", "value": x}
         else:
             raise ImportFailure(f"get_inputs() item {i} is a {type(x).__name__}: only tensors and numbers are supported")
-    fed, constants = _state(p.model)
-    init_vals, why = _init_values(p, fed)
-    if why:
-        notes.append(why)
-    taken = set(inputs)
+    return inputs, scalars, axes
+
+
+def _state_inputs(p, fed, init_vals, taken: set[str]) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """The model's state as inputs (``param_<dotted name>``, unique among ``taken``), their const axes, and the
+    dotted names in order."""
+    axes: dict[str, Any] = {}
+    inputs: dict[str, Any] = {}
     state_names = []
     for (dotted, t, is_param), vals in zip(fed, init_vals):
         pname = _unique("param_" + slug(dotted), taken)
@@ -187,6 +227,12 @@ def _convert(f: Path, module, out_root: Path, name: str, target: Path) -> tuple[
             else buffer_spec(dotted.rsplit(".", 1)[-1])
         inputs[pname] = {"shape": dims, "dtype": _dtype(t.dtype), **role}
         state_names.append(dotted)
+    return inputs, axes, state_names
+
+
+def _outputs(p, plan) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The forward's outputs (``output_<k>``) and the const and expression axes of their sizes."""
+    axes: dict[str, Any] = {}
     outputs: dict[str, Any] = {}
     for k, (o, dims_k) in enumerate(zip(p.outputs, plan.dims)):
         dims = []
@@ -203,23 +249,13 @@ def _convert(f: Path, module, out_root: Path, name: str, target: Path) -> tuple[
                 axes[axis] = {"type": "expr", "expression": f"({term}) // {s}" if s != 1 else term}
             dims.append(axis)
         outputs[f"output_{k}"] = {"shape": dims, "dtype": _dtype(o.dtype)}
-    level = next((q.name.lower() for q in f.parents if q.name.lower().startswith("level")), None)
-    literal = repr(init)
-    try:
-        import ast
+    return outputs, axes
 
-        ast.literal_eval(literal)
-    except (ValueError, SyntaxError):
-        literal = None
-        notes.append("get_init_inputs() is not a literal: a ModelNew solution must define get_init_inputs itself")
-    definition = {
-        "name": name, "op_type": "kernelbench",
-        "description": f"Imported from the KernelBench problem file {f.name}; the model runs in eval mode.",
-        "tags": ["imported:kernelbench"] + ([f"kernelbench:{level}"] if level else []),
-        "axes": axes, "inputs": inputs, "outputs": outputs,
-        "kernelbench": {"file": f.name, "mode": "eval", "init_inputs": literal, "forward_inputs": len(p.inputs),
-                        "state": state_names, "constants": constants},
-    }
+
+def _workloads(name: str, plan, cpu_values: dict[str, int], scalars: dict[str, Any],
+               notes: list[str]) -> list[dict[str, Any]]:
+    """The file's sizes as a workload, and a small one for the CPU when they differ."""
+    var = {g.name: g for g in plan.groups}
     file_sizes = {g: v.value for g, v in var.items()}
     workloads = [{"uuid": f"{name}-kernelbench", "axes": file_sizes, "inputs": scalars,
                   "label": "the file's get_inputs() sizes"}]
@@ -229,7 +265,12 @@ def _convert(f: Path, module, out_root: Path, name: str, target: Path) -> tuple[
                           "label": "small sizes for the CPU: " + " ".join(f"{k}={v}" for k, v in cpu_values.items())})
     elif not plan.groups:
         notes.append("no size varies: the CPU runs the file's sizes")
-    reference = module_source(f) + RUNNER.format(n_inputs=len(p.inputs), state=state_names)
+    return workloads
+
+
+def _replace(out_root: Path, name: str, target: Path, definition: dict[str, Any], reference: str,
+             workloads: list[dict[str, Any]], notes: list[str]) -> None:
+    """Writes the problem beside ``target``, checks its reference, and only then replaces ``target`` with it."""
     staging = out_root / f".{name}.importing-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
@@ -245,7 +286,6 @@ def _convert(f: Path, module, out_root: Path, name: str, target: Path) -> tuple[
         staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return target, notes
 
 
 def module_source(f: Path) -> str:

@@ -12,8 +12,8 @@ Commands and replies are JSON lines; every reply echoes the command's ``nonce`` 
 fresh harness snapshot, compared on the trusted side with the one taken before the solution was imported.
 - ``load``: language, staged directory, entry point, device -> ``ready`` or ``fatal``
 - ``call``: arena, input slots, output slots, mode (``normal`` or ``ghost``), profile -> ``called``
-- ``time``: arena, the ring's layout and plain values, the round's call kinds -> ``cross_check``
-- ``graph``: arena, the ring, one slot -> ``graphed``
+- ``time``: arena, the ring's layout and plain values, the round's call kinds -> ``timed`` (``timed``)
+- ``graph``: arena, the ring, one slot -> ``graphed`` (``timed``)
 - ``audit``: arena, slots, the hand-over's flags -> ``audit_ready``, then ``go``/``ok`` lines, ``audit_end``
   -> ``audited`` (``audited``)
 - ``exit``
@@ -28,13 +28,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from solbench.evaluate.boundary import arena as arena_mod
 from solbench.evaluate.boundary import calls, ring
-from solbench.evaluate.candidate import audited
+from solbench.evaluate.candidate import audited, timed
 from solbench.evaluate.integrity import dynamic, ghost, language, tamper
 from solbench.evaluate.integrity.l2 import L2Guard
 from solbench.evaluate.integrity.streams import Streams
@@ -60,10 +59,6 @@ class Channel:
     def send(self, **msg: Any) -> None:
         self.reply.write(json.dumps(dict(msg, nonce=self.nonce), default=repr) + "\n")
         self.reply.flush()
-
-
-class ResultRefused(Exception):
-    """A timed call's result that must not be touched (read, iterated, copied) any further."""
 
 
 class Candidate:
@@ -316,92 +311,6 @@ class Candidate:
         # every kernel's name and device time, summed by name; the trusted side tells whose each one is
         return {"kernels": language.by_name(kernels)}
 
-    def _flusher(self, msg: dict[str, Any]):
-        llc = int(msg.get("llc_bytes", 64 << 20))
-        if self.flusher is None or self.flusher_llc != llc:
-            self.flusher, self.flusher_llc = rounds.Flusher(llc, self.dev), llc  # one per process
-        return self.flusher
-
-    def _ring(self, msg: dict[str, Any]) -> ring.CandidateRing:
-        return ring.CandidateRing(self.arena(msg), msg["layout"], msg["values"], self.dps)
-
-    def time(self, msg: dict[str, Any]) -> None:
-        """One round of timed calls: call k on slot k of the ring."""
-        slots = self._ring(msg)
-        kinds = [str(k) for k in msg["kinds"]]
-        cfg = rounds.TimingConfig(**msg.get("timing", {}))
-        fn = self.fn
-        streams = self.streams
-        refused: list[str] = []
-
-        def timed_call(k: int):
-            args = slots.args(k)
-            if streams is None:
-                return self._in_solution(lambda: fn(*args))
-            streams.begin_timed_call()
-            try:
-                return self._in_solution(lambda: fn(*args))
-            finally:
-                streams.end_timed_call()
-
-        def check(result) -> None:  # before the end event: a result that would compute when read is refused
-            why = calls.not_plain(result)
-            if why:
-                refused.append(why)
-                raise ResultRefused(why)
-
-        def after(k: int, result) -> None:
-            slots.store(k, calls.as_list(result))
-
-        if kinds and kinds[0] == "warm" or self.hold is None:
-            self.hold = rounds.Hold(cfg, msg.get("max_sm_clock_mhz"))
-        l2_guarded = bool(self.cuda and self.l2.reset())
-        t_begin = time.monotonic()
-        try:
-            if self.cuda:
-                r = rounds.round_cuda(timed_call, kinds, self._flusher(msg), cfg, self.hold,
-                                      tails=streams.tails, check=check, after=after, prepare=slots.prepare)
-            else:
-                r = rounds.round_cpu(timed_call, kinds, cfg, check=check, after=after, prepare=slots.prepare)
-            self.sync()
-        except language.ProfilerTampered as exc:
-            codes, digest = self.checked()
-            print(f"solbench: timing: {exc}", file=sys.stderr, flush=True)
-            self.chan.send(type="timed", codes=codes + ["profiler_tamper"], harness=digest)
-            return
-        except ResultRefused:
-            codes, digest = self.checked()
-            print(f"solbench: a timed call's result was refused: {refused[0]}", file=sys.stderr, flush=True)
-            self.chan.send(type="timed", codes=codes + ["tensor_subclass"], harness=digest, refused=True)
-            return
-        except Exception as exc:
-            self.report_failure("timed", exc)
-            return
-        t_end = time.monotonic()
-        codes, digest = self.checked()
-        if l2_guarded and self.l2.set_aside_bytes():
-            codes.append("persisting_l2")  # a set-aside made during timing keeps data through the flush
-        self.chan.send(type="timed", samples_ms=r.samples_ms, wall_ms=r.wall_ms, wall_event_ms=r.wall_event_ms,
-                       unjoined_ms=r.unjoined_ms, event_ms=r.event_ms, method=r.method, clock_note=r.clock_note,
-                       stray=r.stray, l2_guarded=l2_guarded, t_begin=t_begin, t_end=t_end,
-                       codes=codes, harness=digest)
-
-    def graph(self, msg: dict[str, Any]) -> None:
-        """A CUDA-graph time of one call (launch overhead left out; informational)."""
-        slots = self._ring(msg)
-        args = slots.args(int(msg.get("slot", 0)))
-        try:
-            ms = rounds.time_graph(lambda: self._in_solution(lambda: self.fn(*args)), self._flusher(msg),
-                                   rounds.TimingConfig(**msg.get("timing", {})))
-            error = None
-        except Exception as exc:  # not every solution can be captured; that is not a failure
-            ms, error = None, f"{type(exc).__name__}: {str(exc)[:200]}"
-            if not calls.cuda_healthy(self.torch):
-                self.report_failure("graphed", exc)
-                return
-        codes, digest = self.checked()
-        self.chan.send(type="graphed", graph_ms=ms, graph_error=error, codes=codes, harness=digest)
-
 
 def main(cmd_fd: int, reply_fd: int) -> int:
     chan = Channel(cmd_fd, reply_fd)
@@ -418,8 +327,8 @@ def main(cmd_fd: int, reply_fd: int) -> int:
         return 0
     codes, digest = cand.checked()
     chan.send(type="ready", harness=cand.baseline, codes=codes, seccomp=cand.seccomp)
-    handlers = {"call": cand.call, "time": cand.time, "graph": cand.graph,
-                "audit": lambda msg: audited.serve(cand, msg)}
+    handlers = {"call": cand.call, "time": lambda msg: timed.serve(cand, msg),
+                "graph": lambda msg: timed.graph(cand, msg), "audit": lambda msg: audited.serve(cand, msg)}
     while True:
         msg = chan.receive()
         if msg is None or msg.get("op") == "exit":

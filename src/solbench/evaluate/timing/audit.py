@@ -35,16 +35,15 @@ from __future__ import annotations
 import random
 import secrets
 import statistics
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from solbench.evaluate.boundary.arena import ALIGN, view
-from solbench.evaluate.boundary.ring import BOOL_SENTINEL, Layout, sentinel_fill, slot_spec
-from solbench.evaluate.isolation import outside
+from solbench.evaluate.boundary.ring import BOOL_SENTINEL, Layout
 from solbench.evaluate.timing import audit_gpu
+from solbench.evaluate.timing.audit_cpu import CpuAudit
 from solbench.evaluate.timing.audit_gpu import Unaudited
-from solbench.evaluate.timing.handover import Ended, hand_over
+from solbench.evaluate.timing.handover import Ended
+from solbench.evaluate.timing.slots import FLAG_STRIDE, Slots
 from solbench.evaluate.trusted.outcomes import Rejected
 
 AUDIT_CALLS = {"cuda": 12, "cpu": 16}
@@ -52,8 +51,6 @@ MIN_AUDIT_CALLS = 4  # a slow call is audited fewer times, never fewer than this
 AUDIT_BUDGET_S = 1.0  # the audited calls' own time that sets how many a slow call gets
 CALIB_GROUP = 32  # null calls in a bracket of the GPU's calibration (with brackets of one: the gap per call)
 WARM_CALLS = 3  # the first calls of an audit are not counted (one for a slow call)
-SLOTS = 2  # slots at least (a fresh address for consecutive calls)
-FLAG_STRIDE = 256  # the go and done flags' distance in the arena (GPU)
 #: a median sample this far below the audit's time is a forged time (docs/SECURITY.md: measured agreement)
 AGREE = {"cuda": 0.8, "cpu": 0.35}
 #: the audit's resolution at least, per bracket (a group's calls share it): on the GPU the hand-over between two
@@ -65,8 +62,6 @@ ABS_TOL_MS = {"cuda": 0.2, "cpu": 0.15}
 #: and the null candidate's one kernel per call does not show whole (4.5 us above the timing at decode sizes on
 #: the H200 for a one-kernel call, docs/PERFORMANCE.md; more for calls of several kernels)
 CALL_TOL_MS = {"cuda": 0.010, "cpu": 0.0}
-#: the CPU time a call may use per allowed thread, over its wall time, before it counts as extra threads
-CPU_OVER_WALL = 1.25
 AUDIT_DRAWS = 2_000_000  # draw numbers of audited calls (timed calls' are below)
 RECHECK = 0.4  # the share of audited calls judged against the reference (every one is checked for presence)
 
@@ -160,36 +155,6 @@ def _spread(xs: list[float], kind: str) -> float:
 def _quantile(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
-
-
-class Slots:
-    """The audit's arena: ``n`` slots of the workload's layout (``SLOTS`` at least), and after them the
-    hand-over's two flags (``go`` at ``flags``, ``done`` ``FLAG_STRIDE`` bytes later)."""
-
-    def __init__(self, sub, probe: list[Any], shapes, inplace: list[int], n: int = SLOTS):
-        self.layout, used = Layout.plan(max(SLOTS, n), probe, shapes, set(inplace))
-        self.flags = -(-used // ALIGN) * ALIGN
-        self.arena = sub._lend(self.flags + 2 * FLAG_STRIDE)
-        self.inplace = inplace
-
-    def flag(self, which: int) -> int:
-        """The device address of flag ``which`` (0: go, 1: done)."""
-        return self.arena.buf.data_ptr() + self.flags + which * FLAG_STRIDE
-
-    def fill(self, s: int, inputs: list[Any]) -> None:
-        """The call's inputs into slot ``s``; its output room back to the sentinel."""
-        for x, block in zip(inputs, self.layout.inputs):
-            if block is not None:
-                view(self.arena.buf, slot_spec(block, s)).copy_(x)
-        for block in self.layout.outputs:
-            sentinel_fill(view(self.arena.buf, slot_spec(block, s)))
-
-    def take(self, s: int, values: list[Any]) -> tuple[list[Any], list[Any]]:
-        """(outputs with in-place inputs appended, every input as the call left it), copied out of slot ``s``."""
-        outs = [view(self.arena.buf, slot_spec(b, s)).clone() for b in self.layout.outputs]
-        after = [view(self.arena.buf, slot_spec(b, s)).clone() if b is not None else v
-                 for b, v in zip(self.layout.inputs, values)]
-        return outs + [after[i] for i in self.inplace], after
 
 
 def _unwritten(outs: list[Any]) -> bool:
@@ -336,50 +301,6 @@ def _group(ctx, probe: list[Any], shapes, inplace: list[int], claimed_ms: float)
     _, slot_bytes = Layout.plan(1, probe, shapes, set(inplace))
     free, _ = torch.cuda.mem_get_info(ctx.dev)
     return audit_gpu.group_size(claimed_ms, slot_bytes, free)
-
-
-class CpuAudit:
-    """The CPU's audit: the trusted side's wall clock around ``go`` and ``ok``; CPU time read from outside."""
-
-    def __init__(self, sub, slots: Slots):
-        self.sub, self.slots = sub, slots
-        self.pid = outside.candidate_pid(sub.proc.proc.pid) if sub.proc is not None else None
-        self.threads = (outside.usage(self.pid, tree=False) or outside.Usage(0, 0, 0)).threads if self.pid else 0
-        self.cpu_ms: list[float] = []
-        self.walls: list[float] = []
-
-    group = 1  # one call per reading
-
-    def own_ms(self, probe: list[Any], m: int = 1) -> float:
-        return 0.0  # the inputs are written before the clock starts: the candidate waits in ``go``'s read
-
-    def call(self, k: int, s: int, group: list[list[Any]], values: list[Any]):
-        """Audit call ``k`` (a group of one) on slot ``s``: ([outputs], [inputs after], its CPU time in ms)."""
-        (inputs,) = group
-        self.slots.fill(s, inputs)
-        u0 = outside.usage(self.pid, tree=False) if self.pid else None
-        t0 = time.perf_counter()
-        hand_over(self.sub, k, s)
-        t1 = time.perf_counter()
-        if self.pid:  # once it waits for the next ``go``, its account is settled
-            outside.wait_blocked(self.pid)
-        u1 = outside.usage(self.pid, tree=False) if self.pid else None
-        outs, after = self.slots.take(s, values)
-        self.walls.append((t1 - t0) * 1e3)
-        if u0 is None or u1 is None:
-            raise Unaudited("the candidate's CPU time could not be read from outside its process")
-        if u1.threads > max(1, self.threads):
-            raise Rejected(["thread_injection"], f"the candidate's process has {u1.threads} threads (it had "
-                           f"{self.threads} when it was ready), read from outside it")
-        self.cpu_ms.append((u1.cpu_ns - u0.cpu_ns) / 1e6)
-        return [outs], [after], self.cpu_ms[-1]
-
-    def finish(self, audit: Audit, warm: int) -> None:
-        threads = max(1, int(self.sub.ctx.job.get("cpu_threads") or 1))
-        for cpu, wall in zip(self.cpu_ms[warm:], self.walls[warm:]):
-            if cpu > wall * threads * CPU_OVER_WALL + 2.0:
-                raise Rejected(["thread_injection"], f"an audited call used {cpu:.2f} ms of CPU time in {wall:.2f} "
-                               f"ms with {threads} thread(s) allowed: more threads worked than allowed")
 
 
 def calibrate(ctx, start_null: Callable[[], Any]) -> Calibration:

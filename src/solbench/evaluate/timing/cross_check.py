@@ -73,6 +73,47 @@ def _forgery(reply, kinds: list[str], sent: float, received: float) -> str | Non
     return None
 
 
+def _check_reply(sub, reply, gone, kinds: list[str], sent: float, received: float) -> None:
+    """Raises ``Rejected`` or ``Failed`` for a round's reply that the candidate's failure, its dynamic checks or
+    its report against the trusted side's record of the round (``_forgery``) refuses."""
+    if gone:
+        if gone["verdict"] == "reward_hack":
+            raise Rejected(gone["reasons"], gone.get("message") or "")
+        raise Failed(gone, lost=True)
+    if reply.failed:
+        if reply.codes:
+            raise Rejected(reply.codes, f"dynamic checks during timing: {', '.join(reply.codes)}")
+        raise Failed(sub._failure(reply), reply.lost)
+    if reply.codes:
+        raise Rejected(reply.codes, f"dynamic checks during timing: {', '.join(reply.codes)}")
+    if reply.refused:
+        raise Rejected(["result_forgery"], "a timed call's result was refused, but no check reported why")
+    problem = _forgery(reply, kinds, sent, received)
+    if problem:
+        raise Rejected(["result_forgery"], problem)
+
+
+def _recheck_round(tr, kinds: list[str], seeds: list[int], rng, cuda: bool, inplace: list[int],
+                   recheck: Callable[[list[Any], list[Any], list[Any]], tuple[str, str] | None], ph) -> int:
+    """Every timed call of the round left an output in its slot, and the calls picked from the trusted side's
+    secret pass their re-check; raises ``Rejected`` otherwise. Returns how many calls were re-checked."""
+    timed_calls = [k for k, kind in enumerate(kinds) if kind != "warm"]
+    missing = [k for k in tr.unwritten_slots(len(kinds)) if k in set(timed_calls)]
+    if missing:
+        raise Rejected(["output_recheck"], f"timed call {missing[0]} of a round of {len(kinds)} left no output "
+                                           "in its slot", failure={"draw": "timed", "seed": seeds[missing[0]]})
+    count = 0
+    for k in picks(rng, timed_calls, cuda):
+        after = tr.inputs_after(k)
+        with ph("timing.recheck"):
+            bad = recheck(tr.outputs_of(k) + [after[i] for i in inplace], tr.pristine[k], after)
+        count += 1
+        if bad:
+            raise Rejected([bad[0]], f"timed call re-checked: {bad[1]}", failure={"draw": "timed",
+                                                                                  "seed": seeds[k]})
+    return count
+
+
 def time_remote(sub, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int], list[Any]],
                 recheck: Callable[[list[Any], list[Any], list[Any]], tuple[str, str] | None]) -> Timed:
     """``recheck(outputs, pristine inputs, inputs after)`` returns (reason code, message) for a timed call that
@@ -110,34 +151,8 @@ def time_remote(sub, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int],
             sent = time.monotonic()
             reply, gone = sub._exchange(dict(base_msg(), op="time", kinds=kinds), "timed")
             received = time.monotonic()
-        if gone:
-            if gone["verdict"] == "reward_hack":
-                raise Rejected(gone["reasons"], gone.get("message") or "")
-            raise Failed(gone, lost=True)
-        if reply.failed:
-            if reply.codes:
-                raise Rejected(reply.codes, f"dynamic checks during timing: {', '.join(reply.codes)}")
-            raise Failed(sub._failure(reply), reply.lost)
-        if reply.codes:
-            raise Rejected(reply.codes, f"dynamic checks during timing: {', '.join(reply.codes)}")
-        if reply.refused:
-            raise Rejected(["result_forgery"], "a timed call's result was refused, but no check reported why")
-        problem = _forgery(reply, kinds, sent, received)
-        if problem:
-            raise Rejected(["result_forgery"], problem)
-        timed_calls = [k for k, kind in enumerate(kinds) if kind != "warm"]
-        missing = [k for k in tr.unwritten_slots(len(kinds)) if k in set(timed_calls)]
-        if missing:
-            raise Rejected(["output_recheck"], f"timed call {missing[0]} of a round of {len(kinds)} left no output "
-                                               "in its slot", failure={"draw": "timed", "seed": seeds[missing[0]]})
-        for k in picks(rng, timed_calls, cuda):
-            after = tr.inputs_after(k)
-            with ph("timing.recheck"):
-                bad = recheck(tr.outputs_of(k) + [after[i] for i in inplace], tr.pristine[k], after)
-            rechecked[0] += 1
-            if bad:
-                raise Rejected([bad[0]], f"timed call re-checked: {bad[1]}", failure={"draw": "timed",
-                                                                                      "seed": seeds[k]})
+        _check_reply(sub, reply, gone, kinds, sent, received)
+        rechecked[0] += _recheck_round(tr, kinds, seeds, rng, cuda, inplace, recheck, ph)
         samples = list(reply.samples_ms)
         gaps = wide_gaps(samples, list(reply.event_ms)) if reply.method == "cupti" else 0
         expected = "wall_clock" if not cuda else ("cupti", "cuda_events")

@@ -228,11 +228,9 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
 
     from solbench.evaluate.boundary.calls import set_tf32, set_threads
     from solbench.evaluate.isolation.sandbox import read_tail
-    from solbench.evaluate.languages import CompileError
-    from solbench.evaluate.trusted.subjects import LocalSubject, RemoteSubject
+    from solbench.evaluate.trusted.subjects import RemoteSubject
     from solbench.evaluate.verdict.limits import not_run
     from solbench.evaluate.verdict.stages import judge_workload
-    from solbench.problems.modules import entry, module_from_source
     from solbench.problems.problem import load_problem
 
     job = json.loads(Path(job_path).read_text())
@@ -247,41 +245,7 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
     chan.send(type="env", **_environment(torch, job["device"]))
     ctx = Context(job, torch, problem, torch.device(job["device"]), zygote)
 
-    def build(subject: dict[str, Any]):
-        kind = subject["kind"]
-        if kind == "solution":
-            remote = RemoteSubject(ctx, subject)
-            with ctx.phases("candidate_start"):
-                error = remote.start()
-            if error:
-                raise CompileError(error)
-            return remote
-        if kind == "eager":
-            return LocalSubject(ctx, ctx.reference)
-        if kind == "compile":
-            return LocalSubject(ctx, None, compile_per_workload=True)
-        if kind == "baseline_file":
-            mod = module_from_source(problem.baseline_source or "", "solbench_baseline", problem.directory / "baseline.py")
-            return LocalSubject(ctx, entry(mod, "run"))
-        raise CompileError(f"unknown subject {kind}")
-
-    built: dict[int, Any] = {}
-    for i, subject in enumerate(job["subjects"]):
-        if not any(p[0] == i for p in job["pairs"]):
-            continue
-        try:
-            built[i] = build(subject)
-        except Exception as exc:
-            msg = str(exc) if isinstance(exc, CompileError) else f"{type(exc).__name__}: {exc}"
-            chan.send(type="fatal", subject=i, verdict="compile_error", message=msg[:2000])
-    ready: dict[str, Any] = {"type": "ready"}
-    for sub in built.values():
-        if isinstance(sub, RemoteSubject):
-            ready["candidate_ready_s"] = sub.ready_s
-            ready["sandbox"] = sub.isolation
-            ready["seccomp"] = sub.filtered
-    ready["phases"] = ctx.phases.take()
-    chan.send(**ready)
+    built = _build(job, ctx, chan)
     hung: dict[int, str] = {}  # subject -> the workload it exceeded its limit on (``limits``)
     for subject_index, uuid in job["pairs"]:
         if subject_index not in built:
@@ -306,6 +270,57 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
             chan.send(type="candidate", subject=i, restarts=subject.restarts, log=read_tail(subject.log_path, 20000))
     chan.send(type="done")
     return 0
+
+
+def _build(job: dict[str, Any], ctx: Context, chan: Channel) -> dict[int, Any]:
+    """The job's subjects that some pair names, by index; one that cannot be built is reported ``fatal``. Sends
+    ``ready`` once they are."""
+    from solbench.evaluate.languages import CompileError
+    from solbench.evaluate.trusted.subjects import RemoteSubject
+
+    built: dict[int, Any] = {}
+    for i, subject in enumerate(job["subjects"]):
+        if not any(p[0] == i for p in job["pairs"]):
+            continue
+        try:
+            built[i] = _subject(ctx, subject)
+        except Exception as exc:
+            msg = str(exc) if isinstance(exc, CompileError) else f"{type(exc).__name__}: {exc}"
+            chan.send(type="fatal", subject=i, verdict="compile_error", message=msg[:2000])
+    ready: dict[str, Any] = {"type": "ready"}
+    for sub in built.values():
+        if isinstance(sub, RemoteSubject):
+            ready["candidate_ready_s"] = sub.ready_s
+            ready["sandbox"] = sub.isolation
+            ready["seccomp"] = sub.filtered
+    ready["phases"] = ctx.phases.take()
+    chan.send(**ready)
+    return built
+
+
+def _subject(ctx: Context, subject: dict[str, Any]):
+    """One subject of the job: the candidate started in its sandbox, or a trusted baseline."""
+    from solbench.evaluate.languages import CompileError
+    from solbench.evaluate.trusted.subjects import LocalSubject, RemoteSubject
+    from solbench.problems.modules import entry, module_from_source
+
+    kind = subject["kind"]
+    if kind == "solution":
+        remote = RemoteSubject(ctx, subject)
+        with ctx.phases("candidate_start"):
+            error = remote.start()
+        if error:
+            raise CompileError(error)
+        return remote
+    if kind == "eager":
+        return LocalSubject(ctx, ctx.reference)
+    if kind == "compile":
+        return LocalSubject(ctx, None, compile_per_workload=True)
+    if kind == "baseline_file":
+        problem = ctx.problem
+        mod = module_from_source(problem.baseline_source or "", "solbench_baseline", problem.directory / "baseline.py")
+        return LocalSubject(ctx, entry(mod, "run"))
+    raise CompileError(f"unknown subject {kind}")
 
 
 def _environment(torch, device: str) -> dict[str, Any]:

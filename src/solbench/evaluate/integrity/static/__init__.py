@@ -8,8 +8,9 @@ rule in its :class:`Policy` (``allow``); a problem that forbids library shortcut
 The package is a registry (rules.py): each check module (processes, introspection, dynamic_code, interception,
 system, caching, timing_hardware, language, imports) declares its rules and registers small check functions for
 what they look at; python.py walks a Python tree (indexed by tree.py) once and dispatches every node to its checks;
-names.py resolves names through aliases, assignments, module namespaces and constant string building; modules.py
-follows a resolved name through the modules along it; allowlist.py holds what a solution may import and ship;
+names.py resolves names through aliases, assignments and module namespaces, and folding.py folds strings built
+from constants; modules.py follows a resolved name through the modules along it; allowlist.py holds what a
+solution may import and ship;
 cpp.py token-scans C, C++ and CUDA; scan.py is the entry point. The scan is a heuristic filter in front of the dynamic checks and the sandbox; it is not the only
 line of defence.
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .names import DECODERS
+from .folding import DECODERS
 from .rules import (
     REJECT,
     cpp_pattern,

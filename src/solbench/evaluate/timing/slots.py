@@ -1,0 +1,42 @@
+"""The audit's arena (``audit``): slots of the workload's layout, filled with a call's inputs and read back, and
+after them the two flags of the hand-over."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from solbench.evaluate.boundary.arena import ALIGN, view
+from solbench.evaluate.boundary.ring import Layout, sentinel_fill, slot_spec
+
+SLOTS = 2  # slots at least (a fresh address for consecutive calls)
+FLAG_STRIDE = 256  # the go and done flags' distance in the arena (GPU)
+
+
+class Slots:
+    """The audit's arena: ``n`` slots of the workload's layout (``SLOTS`` at least), and after them the
+    hand-over's two flags (``go`` at ``flags``, ``done`` ``FLAG_STRIDE`` bytes later)."""
+
+    def __init__(self, sub, probe: list[Any], shapes, inplace: list[int], n: int = SLOTS):
+        self.layout, used = Layout.plan(max(SLOTS, n), probe, shapes, set(inplace))
+        self.flags = -(-used // ALIGN) * ALIGN
+        self.arena = sub._lend(self.flags + 2 * FLAG_STRIDE)
+        self.inplace = inplace
+
+    def flag(self, which: int) -> int:
+        """The device address of flag ``which`` (0: go, 1: done)."""
+        return self.arena.buf.data_ptr() + self.flags + which * FLAG_STRIDE
+
+    def fill(self, s: int, inputs: list[Any]) -> None:
+        """The call's inputs into slot ``s``; its output room back to the sentinel."""
+        for x, block in zip(inputs, self.layout.inputs):
+            if block is not None:
+                view(self.arena.buf, slot_spec(block, s)).copy_(x)
+        for block in self.layout.outputs:
+            sentinel_fill(view(self.arena.buf, slot_spec(block, s)))
+
+    def take(self, s: int, values: list[Any]) -> tuple[list[Any], list[Any]]:
+        """(outputs with in-place inputs appended, every input as the call left it), copied out of slot ``s``."""
+        outs = [view(self.arena.buf, slot_spec(b, s)).clone() for b in self.layout.outputs]
+        after = [view(self.arena.buf, slot_spec(b, s)).clone() if b is not None else v
+                 for b, v in zip(self.layout.inputs, values)]
+        return outs + [after[i] for i in self.inplace], after

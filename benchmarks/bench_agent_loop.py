@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the loopback server the tests use
+sys.path.insert(0, str(ROOT / "tests" / "agents"))  # the loopback server the tests use
 
 CPU_KERNEL = "import torch\n\n\ndef run(x, y, alpha, out):\n    torch.add(y, x, alpha=alpha, out=out)\n"
 GPU_KERNEL = '''import torch

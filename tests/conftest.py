@@ -4,9 +4,7 @@ from pathlib import Path
 import pytest
 import torch
 
-FIXTURES = Path(__file__).parent / "fixtures"
-AXPY = FIXTURES / "problems" / "axpy"
-SOLUTIONS = FIXTURES / "solutions"
+from tests.paths import AXPY
 
 os.environ.setdefault("TRITON_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "solbench-triton-cache"))
 
@@ -36,7 +34,7 @@ def axpy():
     return load_problem(AXPY)
 
 
-#: filled by tests/test_exploits.py, printed at the end of the run
+#: filled by tests/corpus/test_exploits.py, printed at the end of the run
 INTEGRITY_TALLY = {"exploits_caught": 0, "exploits_missed": [], "honest_passed": 0, "false_rejects": []}
 
 

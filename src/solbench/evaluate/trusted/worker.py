@@ -38,7 +38,7 @@ HARNESS_EXTRA = ("solbench.evaluate.integrity.dynamic", "solbench.evaluate.integ
 
 def harness() -> tuple[str, ...]:
     """Every module of the harness this process uses: the harness packages' modules, found on disk, and the
-    extras (tests/test_harness.py checks that nothing the harness imports later is missing)."""
+    extras (tests/evaluate/test_harness.py checks that nothing the harness imports later is missing)."""
     names = []
     for package in HARNESS_PACKAGES:
         names.append(package)

@@ -46,7 +46,8 @@ PYTHON_SUFFIXES = (".py", ".json", ".md", ".txt")
 CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx", ".inl", ".ipp", ".tcc",
                 ".cuinl", ".inc")
 #: module attributes of the kernel packages that are other modules under another name (the scanner does not import
-#: a kernel language, so these come from the installed packages: tests/test_import_allowlist.py checks them)
+#: a kernel language, so these come from the installed packages: tests/evaluate/integrity/test_import_allowlist.py
+#: checks them)
 ALIASES: dict[tuple[str, str], str] = {
     ("triton.language.core", "builtins"): "builtins", ("triton.language.core", "inspect"): "inspect",
     ("triton.language.core", "typing"): "typing", ("triton.language.core", "math"): "math",

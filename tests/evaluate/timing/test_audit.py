@@ -1,0 +1,236 @@
+"""The audit (evaluate/timing/audit.py): a candidate's time held against the trusted side's own clock, what the trusted
+side reads from outside a process (outside.py), the system-call filter (seccomp.py) and the bounded reply pipe."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from solbench.evaluate.isolation import outside, seccomp
+from solbench.evaluate.isolation.sandbox import MAX_REPLY_BYTES, CandidateProcess, SandboxSpec
+from solbench.evaluate.runner import EvalOptions, evaluate
+from solbench.evaluate.timing.audit import ABS_TOL_MS, CALL_TOL_MS, Audit, Calibration, resolution, verdict
+from solbench.problems.problem import load_problem
+from solbench.problems.solution import load_solution
+from tests.paths import TESTS
+
+BIG = TESTS / "exploits" / "problem_i21_big"
+
+
+def _audit(ms, group=1):
+    return Audit(method="stamps", trusted_ms=list(ms), group=group)
+
+
+def test_a_median_far_below_the_audit_is_forged():
+    out, why = verdict([0.6] * 50, _audit([1.0, 1.01, 0.99, 1.0, 1.02, 0.98] * 2, 4), Calibration(0.29, 0.001),
+                       "cuda")
+    assert out == "forged" and "1 ms" in why and "48 audited calls" in why
+
+
+def test_a_groups_calls_share_the_brackets_tolerance():
+    """A bracket's tolerance is shared among the calls of its group: the same per-call times are a forgery in
+    groups of 16 and within the resolution in brackets of one call each."""
+    xs = [0.1, 0.101, 0.099, 0.1] * 3
+    assert verdict([0.03] * 50, _audit(xs, 16), Calibration(0.29, 0.001), "cuda")[0] == "forged"
+    assert verdict([0.03] * 50, _audit(xs, 1), Calibration(0.29, 0.001), "cuda")[0] == "confirmed"
+    assert resolution(_audit(xs, 16), Calibration(0.29, 0.001), "cuda") == pytest.approx(
+        CALL_TOL_MS["cuda"] + ABS_TOL_MS["cuda"] / 16)
+
+
+def test_an_honest_median_within_the_resolution_is_confirmed():
+    out, _ = verdict([0.985] * 50, _audit([1.0, 1.01, 0.99, 1.0, 1.02, 0.98] * 2), Calibration(0.29, 0.001), "cuda")
+    assert out == "confirmed"
+
+
+def test_a_time_within_the_audits_resolution_is_confirmed_not_accused():
+    """Where the audit's noise is larger than the time itself, a low median is no evidence of forgery; the
+    resolution is recorded beside the time."""
+    audit = Audit("cpu_time", [0.05, 0.2, -0.1, 0.3, 0.0, 0.1])
+    assert verdict([0.01] * 50, audit, Calibration(0.12, 0.1), "cpu") == ("confirmed", None)
+    assert resolution(audit, Calibration(0.12, 0.1), "cpu") >= 0.15
+    assert verdict([], audit, Calibration(0.12, 0.1), "cpu")[0] == "unconfirmed"
+
+
+def test_the_cpu_asks_only_for_gross_agreement():
+    audit = Audit("cpu_time", [2.0, 2.1, 1.9, 2.05, 1.95, 2.0, 2.02, 1.98])
+    assert verdict([0.9] * 20, audit, Calibration(4.0, 0.2), "cpu")[0] == "confirmed"  # a busy machine's spread
+    assert verdict([0.2] * 20, audit, Calibration(4.0, 0.2), "cpu")[0] == "forged"
+
+
+def test_outside_reads_a_processes_threads_and_cpu_time():
+    child = subprocess.Popen([sys.executable, "-c", "import threading, time\n"
+                              "t = threading.Thread(target=lambda: time.sleep(5)); t.start()\n"
+                              "s = time.process_time()\nwhile time.process_time() - s < 0.2: pass\n"
+                              "print('ready', flush=True); time.sleep(5)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        assert outside.candidate_pid(child.pid) == child.pid  # no PID namespace: the process itself
+        u = outside.usage(child.pid)
+        assert u.threads == 2 and u.processes == 1
+        assert u.cpu_ns >= 0.15e9  # it spun for 0.2 s of CPU time, whatever the machine's load
+        assert outside.wait_blocked(child.pid, 2.0)
+        assert outside.seccomp_filters(child.pid) == 0
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _in_child(seal: bool, action: str) -> int:
+    """Exit status of a forked child that installs the filter and then tries ``action``."""
+    pid = os.fork()
+    if pid == 0:
+        code = 9
+        try:
+            if seccomp.install(seal, native=True) is not None:
+                os._exit(8)
+            if action == "thread":
+                import threading
+
+                try:
+                    threading.Thread(target=lambda: None).start()
+                    code = 0
+                except RuntimeError:
+                    code = 1
+            elif action == "exec":
+                try:
+                    os.execv("/bin/true", ["true"])
+                except OSError:
+                    code = 1
+            elif action == "fork":
+                try:
+                    p = os.fork()
+                    if p == 0:
+                        os._exit(0)
+                    os.waitpid(p, 0)
+                    code = 0
+                except OSError:
+                    code = 1
+            elif action == "inet":
+                import socket
+
+                try:
+                    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+                    code = 0
+                except OSError:
+                    code = 1
+            elif action == "unix":
+                import socket
+
+                socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+                code = 0
+            elif action == "exec_memory":
+                import mmap
+
+                try:
+                    mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC).close()
+                    code = 0
+                except OSError:
+                    code = 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.skipif(not seccomp.available(True), reason="seccomp filters cannot be loaded here")
+@pytest.mark.parametrize("action", ["thread", "exec", "fork", "inet", "exec_memory"])
+def test_a_sealed_process_cannot_start_threads_processes_programs_or_sockets(action):
+    assert _in_child(True, action) == 1
+
+
+@pytest.mark.skipif(not seccomp.available(False), reason="seccomp filters cannot be loaded here")
+def test_an_unsealed_process_keeps_threads_and_local_sockets_but_not_the_network():
+    assert _in_child(False, "thread") == 0
+    assert _in_child(False, "unix") == 0
+    assert _in_child(False, "inet") == 1
+
+
+def test_a_reply_longer_than_the_limit_is_not_read_whole(tmp_path):
+    """The reply pipe is read in bounded chunks: a line over the limit is dropped, never buffered without end."""
+    script = f"import sys\nsys.stdout.write('x' * {MAX_REPLY_BYTES + (1 << 20)})\nsys.stdout.flush()\n"
+    r, w = os.pipe()
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=w)
+    os.close(w)
+    proc = CandidateProcess(SandboxSpec(staged=str(tmp_path), workdir=str(tmp_path), env={}, device="cpu"),
+                            tmp_path / "log")
+    proc.proc, proc._reply_fd = child, r
+    try:
+        assert proc.read_line(30) is None
+    finally:
+        child.kill()
+        child.wait()
+        os.close(r)
+
+
+@pytest.fixture(scope="module")
+def big():
+    return load_problem(BIG)
+
+
+def test_an_honest_cpu_time_is_confirmed_by_the_audit(big):
+    """4M-element axpy: about 2 ms on the CPU, within the audit's resolution: audited, never accused."""
+    sol = load_solution(TESTS / "fixtures" / "problems" / "axpy" / "solutions" / "torch_ok.py", big.name)
+    ev = evaluate(big, sol, EvalOptions(device="cpu", baselines=()))
+    w = ev.workloads[0]
+    assert ev.verdict == "passed", (w.reasons, w.message)
+    assert w.audit_method == "cpu_time" and w.audit_calls and w.audit_calls >= 8
+    assert "time_forgery" not in ev.reasons
+    assert ev.environment.get("seccomp") in (True, False)
+
+
+@pytest.mark.gpu
+def test_an_honest_gpu_time_is_confirmed_by_the_trusted_clock(big):
+    """On the GPU every timed workload of an honest solution is bracketed by the trusted side's %globaltimer stamps
+    and agrees with the candidate's samples: confirmed, the bracket measuring the call (the same time to within
+    the hand-over's noise, docs/SECURITY.md)."""
+    sol = load_solution(TESTS / "fixtures" / "problems" / "axpy" / "solutions" / "torch_ok.py", big.name)
+    ev = evaluate(big, sol, EvalOptions(device="cuda", baselines=()))
+    assert ev.verdict == "passed", [(w.reasons, w.message) for w in ev.workloads]
+    assert "time_unconfirmed" not in ev.warnings and "time_forgery" not in ev.reasons, \
+        [(w.warnings, w.message) for w in ev.workloads]
+    for w in ev.workloads:
+        assert w.audit_method == "stamps" and w.audit_calls and w.audit_calls >= 8, w
+        assert w.audit_resolution_ms >= ABS_TOL_MS["cuda"] / w.audit_group + CALL_TOL_MS["cuda"] - 1e-9
+        assert 0.5 * w.time_ms - 0.1 < w.audit_ms < 2 * w.time_ms + 0.1, (w.audit_ms, w.time_ms)
+
+
+def test_a_sealed_candidate_keeps_the_thread_pools_its_libraries_use(tmp_path):
+    """The candidate is forked from a zygote (whose thread pools the fork loses) and sealed against new threads:
+    a solution whose call uses BLAS through numpy and a parallel torch reduction still answers (OpenBLAS spun
+    for ever on workers that did not exist before the pools were kept single-threaded and warmed before the
+    seal)."""
+    src = tmp_path / "blas.py"
+    src.write_text("import numpy\nimport torch\n\n\ndef run(x, y, alpha):\n"
+                   "    a = numpy.ones((512, 512), dtype=numpy.float32)\n"
+                   "    s = float((a @ a)[0, 0]) + float(torch.ones(1 << 20).sum())\n"
+                   "    return alpha * x + y + 0.0 * s\n")
+    problem = load_problem(TESTS / "fixtures" / "problems" / "axpy")
+    ev = evaluate(problem, load_solution(src, problem.name), EvalOptions(device="cpu", baselines=(), time_candidate=False))
+    assert ev.verdict == "passed", [(w.uuid, w.verdict, w.message) for w in ev.workloads]
+    assert ev.environment.get("seccomp") in (True, False)
+
+
+def test_a_refused_thread_ends_the_call_with_the_reason_said(big):
+    """A solution that asks for more threads in a sealed candidate fails, and the message says why."""
+    sol = load_solution(TESTS / "exploits" / "i21_07_more_threads.py", big.name)
+    ev = evaluate(big, sol, EvalOptions(device="cpu", baselines=(), static_checks=False))
+    w = ev.workloads[0]
+    if ev.environment.get("seccomp") is not True:
+        pytest.skip("no system-call filter on this machine")
+    assert ev.verdict == "runtime_error" and "starts none of its own" in (w.message or ""), (ev.verdict, w.message)
+
+
+def test_a_group_holds_about_two_ms_of_calls_within_its_memory():
+    """A GPU bracket holds enough calls for ``GROUP_MS`` by the timing's median, at most ``MAX_GROUP``, at most as
+    many slots as ``GROUP_BYTES`` (or a quarter of the free memory) holds, and at least one call."""
+    from solbench.evaluate.timing.audit_gpu import GROUP_BYTES, GROUP_MS, MAX_GROUP, group_size
+
+    free = 100 << 30
+    assert group_size(0.002, 1 << 20, free) == MAX_GROUP  # a decode-sized call
+    assert group_size(GROUP_MS / 8, 1 << 20, free) == 8
+    assert group_size(0.17, 705 << 20, free) == GROUP_BYTES // (705 << 20)  # a 705 MB slot: memory decides
+    assert group_size(0.17, 705 << 20, 8 << 30) == (2 << 30) // (705 << 20)  # a quarter of what is free
+    assert group_size(5.0, 1 << 20, free) == 1  # a slow call: one per bracket
+    assert group_size(0.01, 64 << 30, free) == 1  # a slot larger than the budget still gets one call
+    assert group_size(0.0, 1 << 20, free) == MAX_GROUP  # no claim: the most calls

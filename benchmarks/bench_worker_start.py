@@ -14,7 +14,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from solbench.evaluate.runner import EvalOptions, evaluate, namespaces_available
+from solbench.evaluate.isolation.namespaces import namespaces_available
+from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.problems.problem import load_problem
 from solbench.problems.solution import load_solution
 

@@ -23,7 +23,7 @@ from solbench.analysis.roofline import Work, count_work
 from solbench.evaluate import build_cache
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
 from solbench.evaluate.integrity import linked
-from solbench.evaluate.isolation.sandbox import namespaces_available  # noqa: F401  (re-exported)
+from solbench.evaluate.isolation.namespaces import namespaces_available
 from solbench.evaluate.isolation.view import cache_root, sandbox_view
 from solbench.evaluate.native.carry import Carry
 from solbench.evaluate.phases import Phases

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from solbench.evaluate.runner import EvalOptions, evaluate, namespaces_available
+from solbench.evaluate.isolation.namespaces import namespaces_available
+from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.store.db import Store
 from tests.conftest import inline_solution
 

@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from solbench.evaluate.runner import EvalOptions, evaluate, namespaces_available
+from solbench.evaluate.isolation.namespaces import namespaces_available
+from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.problems.solution import SourceFile, load_solution
 from tests.conftest import inline_solution
 from tests.paths import AXPY, SOLUTIONS

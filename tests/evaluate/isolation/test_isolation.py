@@ -81,8 +81,11 @@ def test_nothing_is_writable_outside_the_private_directory_and_secrets_are_invis
         store = Store(db)
         secrets = [str(other / "job-1.json"), str(db)]
         sol = inline_solution(axpy, "walker", WALKER.format(secrets=secrets))
+        # the walk reads the whole filesystem in one call: a limit of its own, not the workload's (30 s on an
+        # idle machine, which a loaded one can need more than)
         ev = evaluate(axpy, sol, EvalOptions(device="cpu", baselines=(), time_candidate=False, draws=1,
-                                             workloads=["axpy-small"], static_checks=False), store=store)
+                                             workloads=["axpy-small"], static_checks=False, workload_timeout_s=600),
+                      store=store)
         assert ev.environment["sandbox"] == "namespaces"
         lines = [ln for ln in (ev.log or "").splitlines() if ln.startswith("WALK ")]
         assert lines, f"the walker reported nothing: {ev.verdict} {ev.workloads[0].message} {ev.log[-2000:]}"

@@ -141,19 +141,18 @@ BASELINE_FIELDS = (("eager", "eager_ms"), ("compile", "compile_ms"), ("baseline_
 
 def _baselines(res: WorkloadResult, base: dict[str, dict[str, dict[str, Any]]], uuid: str) -> None:
     """Each passing baseline's time, the fastest as the score's baseline; a failing one as a warning."""
+    options = []
     for kind, field_name in BASELINE_FIELDS:
-        b = base.get(kind, {}).get(uuid)
-        if b and b.get("verdict") == "passed" and b.get("time_ms"):
+        b = base.get(kind, {}).get(uuid) or {}
+        if b.get("verdict") == "passed" and b.get("time_ms"):
             setattr(res, field_name, b["time_ms"])
-    options = [(k, getattr(res, f)) for k, f in BASELINE_FIELDS if getattr(res, f)]
+            options.append((kind, b["time_ms"]))
+        elif b.get("verdict") not in (None, "passed", "unsupported"):
+            name = "reference" if kind == "eager" else BASELINE_LABEL[kind].replace(".py", "_file")
+            res.warnings.append(f"{name}_{b['verdict']}")
     if options:
         kind, t = min(options, key=lambda kv: kv[1])
         res.baseline_ms, res.baseline = t, BASELINE_LABEL[kind]
-    for kind, _ in BASELINE_FIELDS:
-        b = base.get(kind, {}).get(uuid)
-        if b and b.get("verdict") not in (None, "passed", "unsupported"):
-            name = "reference" if kind == "eager" else BASELINE_LABEL[kind].replace(".py", "_file")
-            res.warnings.append(f"{name}_{b.get('verdict')}")
 
 
 def _speed_of_light(res: WorkloadResult, work: Work | str | None, datasheet: Ceilings,

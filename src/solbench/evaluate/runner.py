@@ -38,7 +38,7 @@ from solbench.hardware.spec import Ceilings, HardwareSpec
 from solbench.problems.problem import Problem
 from solbench.problems.solution import Solution
 from solbench.records import scoring
-from solbench.records.verdict import Evaluation, WorkloadResult, worst
+from solbench.records.verdict import VERDICT_ORDER, Evaluation, WorkloadResult, worst
 
 atexit.register(keeper.retire_all)
 #: every evaluation's directory is ``<temporary directory>/solbench-eval-XXXXXXXX`` (``tempdirs``)
@@ -356,7 +356,8 @@ def _evaluation(problem: Problem, solution: Solution, language, opts: EvalOption
         reasons=sorted({r for w in results for r in w.reasons if w.verdict != "passed"}),
         warnings=sorted(warnings),
         findings=[f"{f.severity} static:{f.rule} {f.path}:{f.line}: {f.message}" for f in findings],
-        message=cand.fatal.get(0, {}).get("message") or unavailable or (build.failed or {}).get("message"),
+        message=cand.fatal.get(0, {}).get("message") or unavailable or (build.failed or {}).get("message")
+        or _why(results),
         workloads=results, environment=env,
         log=(cand.candidate_log + ("\n--- trusted worker ---\n" + cand.log if cand.log.strip() else ""))[-40000:],
     )
@@ -364,6 +365,15 @@ def _evaluation(problem: Problem, solution: Solution, language, opts: EvalOption
     ev.mean_speedup_vs_eager = scoring.geomean([r.speedup_vs_eager for r in results])
     ev.fast_p = scoring.evaluation_fast_p(results)  # an unsupported workload stays in the denominator
     return ev
+
+
+def _why(results: list[WorkloadResult]) -> str | None:
+    """The message of the first workload of the worst failing verdict, named by its workload."""
+    failing = [w for w in results if w.verdict != "passed" and w.message]
+    if not failing:
+        return None
+    w = min(failing, key=lambda w: VERDICT_ORDER.index(w.verdict))
+    return f"{w.uuid}: {w.message}"
 
 
 def _phases(ev: Evaluation, ph: Phases, cand: keeper.WorkerOutcome, results: list[WorkloadResult]) -> None:

@@ -86,6 +86,7 @@ class WorkloadResult(BaseModel):
     audit_method: str | None = None  # "stamps" (GPU: %globaltimer around each group) or "cpu_time" (CPU)
     audit_overhead_ms: float | None = None  # what was subtracted per call (hand-over, own work, gap between calls)
     audit_resolution_ms: float | None = None  # the least disagreement with the timing the audit tells from noise
+    audit_looks: int | None = None  # audits made: a second on fresh inputs where the first disagreed with the timing
     # baselines (ms)
     eager_ms: float | None = None
     compile_ms: float | None = None

@@ -234,3 +234,59 @@ def test_a_group_holds_about_two_ms_of_calls_within_its_memory():
     assert group_size(5.0, 1 << 20, free) == 1  # a slow call: one per bracket
     assert group_size(0.01, 64 << 30, free) == 1  # a slot larger than the budget still gets one call
     assert group_size(0.0, 1 << 20, free) == MAX_GROUP  # no claim: the most calls
+
+
+class _Ctx:
+    class dev:  # noqa: N801 - stands for a torch.device
+        type = "cuda"
+
+    def phases(self, name):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+class _Sub:
+    ctx, isolation = _Ctx(), "full"
+
+
+def _looks(monkeypatch, audits: list[list[float]]) -> list[int]:
+    """``confirm`` against audits that measure ``audits[i]`` on look i; the draw offsets it asked for."""
+    from solbench.evaluate.timing import audit
+
+    asked: list[int] = []
+
+    def run(sub, uuid, draw, shapes, inplace, calib, recheck, n, claimed, first_draw=0):
+        asked.append(first_draw)
+        return _audit(audits[len(asked) - 1], 4)
+
+    monkeypatch.setattr(audit, "run", run)
+    monkeypatch.setattr(audit, "calibration", lambda *a: Calibration(0.29, 0.001))
+    return asked
+
+
+def test_a_disagreement_is_audited_again_on_fresh_inputs_before_it_convicts(monkeypatch):
+    """One audit disturbed (its brackets twice the work's time) and a second that agrees: confirmed, with the
+    second's time; the second drew none of the first's inputs."""
+    from solbench.evaluate.timing.audit import LOOK_DRAWS, confirm
+
+    asked = _looks(monkeypatch, [[2.0] * 12, [1.0] * 12])
+    record = confirm(_Sub(), "w", None, [], [], None, [0.98] * 30)
+    assert asked == [0, LOOK_DRAWS] and record["audit_ms"] == 1.0 and record["audit_looks"] == 2
+
+
+def test_a_time_below_both_audits_is_forged(monkeypatch):
+    from solbench.evaluate.timing.audit import confirm
+    from solbench.evaluate.trusted.outcomes import Rejected
+
+    asked = _looks(monkeypatch, [[1.0] * 12, [1.01] * 12])
+    with pytest.raises(Rejected) as e:
+        confirm(_Sub(), "w", None, [], [], None, [0.5] * 30)
+    assert e.value.codes == ["time_forgery"] and "1 ms, 1.01 ms" in str(e.value) and len(asked) == 2
+
+
+def test_an_agreeing_audit_is_made_once(monkeypatch):
+    from solbench.evaluate.timing.audit import confirm
+
+    asked = _looks(monkeypatch, [[1.0] * 12])
+    assert confirm(_Sub(), "w", None, [], [], None, [0.99] * 30)["audit_looks"] == 1 and asked == [0]

@@ -26,8 +26,9 @@ call's ``done`` flag (or after ``ok``) is not counted as output. The audit's tim
 bracket less the trusted side's own work in it (on the GPU the copies in, the fill and the copy of a returned
 output into its slot, timed by the trusted worker alone) and the hand-over between the two processes, calibrated against a null candidate
 (a sandboxed process that never loads a solution). A timing whose median sample lies below the audit's time by more than
-its resolution (``verdict``) is ``reward_hack`` (``time_forgery``); where the audit cannot be made, the
-workload passes unscored with the warning ``time_unconfirmed``.
+its resolution (``verdict``), in a first audit and in a second on fresh inputs with the hand-over calibrated anew, is
+``reward_hack`` (``time_forgery``); where the audit cannot be made, the workload passes unscored with the warning
+``time_unconfirmed``.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ ABS_TOL_MS = {"cuda": 0.2, "cpu": 0.15}
 CALL_TOL_MS = {"cuda": 0.010, "cpu": 0.0}
 AUDIT_DRAWS = 2_000_000  # draw numbers of audited calls (timed calls' are below)
 RECHECK = 0.4  # the share of audited calls judged against the reference (every one is checked for presence)
+#: audits a disagreement gets before it convicts (``confirm``); each look draws its inputs this far from the last's
+LOOKS = 2
+LOOK_DRAWS = 100_000
 
 
 @dataclass
@@ -221,16 +225,18 @@ class AuditFailed(Exception):
 
 
 def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[int], calib: Calibration,
-        recheck: Callable | None, n: int, claimed_ms: float = 0.0, group: int | None = None) -> Audit:
+        recheck: Callable | None, n: int, claimed_ms: float = 0.0, group: int | None = None,
+        first_draw: int = 0) -> Audit:
     """Audit ``n`` counted brackets of ``sub`` on one workload: ``draw(seed)`` makes a call's inputs, ``shapes``
     are its outputs' (shape, dtype), ``inplace`` the positions of the inputs it updates (``recheck`` None: a null
     candidate, outputs unjudged). On the GPU a bracket holds a group of calls, as many as ``claimed_ms`` (the
     timing's median; 0 for one call) asks for (``audit_gpu.group_size``) or ``group``, fewer where their host side
-    outlasts the longest hold; on the CPU one call."""
+    outlasts the longest hold; on the CPU one call. ``first_draw`` offsets the draws of its inputs (a second look
+    sees none of the first's)."""
     ctx = sub.ctx
     cuda = ctx.dev.type == "cuda"
     warm = WARM_CALLS if n >= AUDIT_CALLS["cuda" if cuda else "cpu"] else 1
-    probe = draw(ctx.seed_for(uuid, AUDIT_DRAWS))
+    probe = draw(ctx.seed_for(uuid, AUDIT_DRAWS + first_draw))
     m = (group or _group(ctx, probe, shapes, inplace, claimed_ms)) if cuda else 1
     brackets = n + warm + (n if cuda else 0)  # on the GPU a bracket whose host side outlasted its hold is redone
     slots = Slots(sub, probe, shapes, inplace, m)
@@ -248,7 +254,7 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
             if len(audit.trusted_ms) >= n:
                 break
             m = engine.group
-            seeds = [ctx.seed_for(uuid, AUDIT_DRAWS + drawn + j) for j in range(m)]
+            seeds = [ctx.seed_for(uuid, AUDIT_DRAWS + first_draw + drawn + j) for j in range(m)]
             inputs = [probe if drawn == j == 0 else draw(seed) for j, seed in enumerate(seeds)]
             outs, after, ms = engine.call(k, drawn % slots.layout.n, inputs, values[k])
             drawn += m
@@ -364,23 +370,34 @@ def audit_calls(samples_ms: list[float], kind: str) -> int:
 def confirm(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[int], recheck: Callable,
             samples_ms: list[float]) -> dict[str, Any]:
     """Audit the workload and hold the timing's samples against it: the audit's record for the result, with
-    ``audit_unconfirmed`` where it could not be made. Raises ``Rejected`` (``time_forgery``, or what an audited
-    call showed) and ``AuditFailed``."""
+    ``audit_unconfirmed`` where it could not be made. A disagreement is looked at again before it convicts
+    (``LOOKS``): a second audit on fresh inputs, its hand-over calibrated anew, so that a disturbance of one audit
+    (another process's kernels in its brackets, a calibration taken while the device was busy) is not called a
+    forgery; a forged time stays below every audit of the work. Raises ``Rejected`` (``time_forgery``, or what an
+    audited call showed) and ``AuditFailed``."""
     ctx = sub.ctx
     kind = "cuda" if ctx.dev.type == "cuda" else "cpu"
-    try:
-        calib = calibration(sub, uuid, draw, shapes, inplace)
-        with ctx.phases("timing.audit"):
-            audit = run(sub, uuid, draw, shapes, inplace, calib, recheck, audit_calls(samples_ms, kind),
-                        statistics.median(samples_ms) if samples_ms else 0.0)
-    except Unaudited as why:
-        return {"audit_unconfirmed": str(why)[:300]}
-    if len(audit.trusted_ms) < audit_calls(samples_ms, kind) // 2:
-        return dict(audit.record(), audit_unconfirmed=f"{audit.late} audited brackets took longer on the host than "
-                    f"the longest hold ({audit_gpu.MAX_HOLD_S * 1e3:.0f} ms)")
-    outcome, why = verdict(samples_ms, audit, calib, ctx.dev.type)
-    if outcome == "forged":
-        raise Rejected(["time_forgery"], why)
+    n = audit_calls(samples_ms, kind)
+    claimed = statistics.median(samples_ms) if samples_ms else 0.0
+    seen: list[str] = []
+    for look in range(LOOKS):
+        try:
+            if look:
+                _CALIBRATED.pop((str(ctx.dev), str(sub.isolation)), None)
+            calib = calibration(sub, uuid, draw, shapes, inplace)
+            with ctx.phases("timing.audit"):
+                audit = run(sub, uuid, draw, shapes, inplace, calib, recheck, n, claimed, first_draw=look * LOOK_DRAWS)
+        except Unaudited as why:
+            return {"audit_unconfirmed": str(why)[:300], "audit_looks": look + 1}
+        if len(audit.trusted_ms) < n // 2:
+            return dict(audit.record(), audit_looks=look + 1, audit_unconfirmed=f"{audit.late} audited brackets "
+                        f"took longer on the host than the longest hold ({audit_gpu.MAX_HOLD_S * 1e3:.0f} ms)")
+        outcome, why = verdict(samples_ms, audit, calib, ctx.dev.type)
+        if outcome != "forged":
+            break
+        seen.append(f"{audit.median_ms:.4g} ms")
+    else:
+        raise Rejected(["time_forgery"], f"{why} (audits: {', '.join(seen)} per call, each on fresh inputs)")
     if outcome == "unconfirmed":
-        return dict(audit.record(), audit_ms=None, audit_unconfirmed=why)
-    return dict(audit.record(), audit_resolution_ms=round(resolution(audit, calib, kind), 6))
+        return dict(audit.record(), audit_looks=look + 1, audit_ms=None, audit_unconfirmed=why)
+    return dict(audit.record(), audit_looks=look + 1, audit_resolution_ms=round(resolution(audit, calib, kind), 6))

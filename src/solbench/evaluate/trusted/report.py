@@ -57,6 +57,7 @@ class WorkloadReport(BaseModel):
     audit_overhead_ms: float | None = None
     audit_resolution_ms: float | None = None
     audit_unconfirmed: str | None = None
+    audit_looks: int | None = None
 
     @field_validator("verdict")
     @classmethod

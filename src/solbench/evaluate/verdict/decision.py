@@ -73,7 +73,8 @@ def _result(problem: Problem, uuid: str, r: WorkloadReport) -> WorkloadResult:
                          timed_calls=r.timed_calls, timing_notes=r.clock_notes, stray_records=r.stray_records,
                          event_gaps=r.event_gaps, phases=r.phases, limit_s=r.limit_s, audit_ms=r.audit_ms,
                          audit_calls=r.audit_calls, audit_group=r.audit_group, audit_method=r.audit_method,
-                         audit_overhead_ms=r.audit_overhead_ms, audit_resolution_ms=r.audit_resolution_ms)
+                         audit_overhead_ms=r.audit_overhead_ms, audit_resolution_ms=r.audit_resolution_ms,
+                         audit_looks=r.audit_looks)
     res.warnings.extend(w for w in r.warnings if w in WORKER_WARNINGS)
     return res
 

@@ -98,7 +98,7 @@ def graph(cand, msg: dict[str, Any]) -> None:
     args = slots.args(int(msg.get("slot", 0)))
     try:
         ms = rounds.time_graph(lambda: cand._in_solution(lambda: cand.fn(*args)), _flusher(cand, msg),
-                               rounds.TimingConfig(**msg.get("timing", {})))
+                               rounds.TimingConfig(**msg.get("timing", {})), msg.get("max_sm_clock_mhz"))
         error = None
     except Exception as exc:  # not every solution can be captured; that is not a failure
         ms, error = None, f"{type(exc).__name__}: {str(exc)[:200]}"

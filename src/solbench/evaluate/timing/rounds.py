@@ -282,8 +282,10 @@ def round_cpu(call: Call, kinds: list[str], cfg: TimingConfig, check: Check | No
     return out
 
 
-def time_graph(call: Callable[[], object], flusher: Flusher, cfg: TimingConfig) -> float | None:
-    """The median time of one call captured in a CUDA graph and replayed (launch overhead left out)."""
+def time_graph(call: Callable[[], object], flusher: Flusher, cfg: TimingConfig,
+               max_sm_clock_mhz: float | None = None) -> float | None:
+    """The median time of one call captured in a CUDA graph and replayed (launch overhead left out). Each replay
+    is held like a timed call (``Hold``): its events time the device, not a host slower than the replay."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -294,19 +296,29 @@ def time_graph(call: Callable[[], object], flusher: Flusher, cfg: TimingConfig) 
     with torch.cuda.graph(g):
         call()
     torch.cuda.synchronize()
+    hold = Hold(cfg, max_sm_clock_mhz)
+    t0 = time.perf_counter()
+    g.replay()
+    hold.calibrate(time.perf_counter() - t0)
+    torch.cuda.synchronize()
     samples: list[float] = []
     started = time.perf_counter()
     while time.perf_counter() - started < cfg.budget_s / 2 and len(samples) < 200:
-        events = []
+        events, hosts = [], []
         for _ in range(cfg.batch):
+            if hold.cycles:
+                torch.cuda._sleep(hold.cycles)
             flusher()
             s = torch.cuda.Event(enable_timing=True)
             e = torch.cuda.Event(enable_timing=True)
             s.record()
+            t0 = time.perf_counter()
             g.replay()
+            hosts.append(time.perf_counter() - t0)
             e.record()
             events.append((s, e))
         torch.cuda.synchronize()
+        hold.shorten(hosts)
         samples.extend(s.elapsed_time(e) for s, e in events)
         if converged(samples, cfg.rel_target, cfg.min_samples):
             break

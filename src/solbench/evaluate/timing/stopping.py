@@ -95,7 +95,8 @@ def time_cuda(call: Callable[[int], object], n_sets: int, flusher: Flusher, cfg:
     hold = Hold(cfg, (snap or {}).get("max_sm_clock_mhz"))
     one = _cycling(call, n_sets)
     timing = measure(lambda kinds: round_cuda(one, kinds, flusher, cfg, hold), cfg, True, cfg.max_samples,
-                     graph=lambda: time_graph(lambda: call(0), flusher, cfg), want_graph=graph)
+                     graph=lambda: time_graph(lambda: call(0), flusher, cfg, (snap or {}).get("max_sm_clock_mhz")),
+                     want_graph=graph)
     end = clock_snapshot(device_index)
     timing.clocks = [c for c in (snap, end) if c]
     return timing

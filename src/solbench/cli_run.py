@@ -4,7 +4,8 @@ Selection by suite, problem, family and language; ``--baselines`` picks which ba
 ``--check-only`` judges correctness and the integrity checks without timing or baselines, and only then may
 evaluations run side by side (``--jobs``): timed ones never share a device, but checks and builds can (a CUDA
 C++ example's first build is most of its check), as many at once as their estimated device memory allows
-(``evaluate.admission``).
+(``evaluate.admission``). Timed evaluations run one after another while the native builds of later ones run on
+the cores the evaluation leaves (``--build-jobs``, ``evaluate.native.pool``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ def run(
                                     "no baselines"),
     jobs: int = typer.Option(1, min=1, help="evaluations side by side at most (with --check-only only; fewer "
                              "while their estimated device memory would not fit)"),
+    build_jobs: Optional[int] = typer.Option(None, min=0, help="native builds ahead of their evaluations, on the "
+                                             "cores the evaluation leaves (default: one per such core; none on a "
+                                             "host of fewer than 8 cores, where builds asked for share the "
+                                             "evaluation's cores)"),
     device: str = typer.Option("auto", help="auto, cpu or cuda"),
     db: Path = DbOption,
     as_json: bool = typer.Option(False, "--json"),
@@ -42,14 +47,12 @@ def run(
     quiet: bool = typer.Option(False),
 ) -> None:
     """The main job: evaluate every problem's example solutions against baselines and SOL."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from solbench.cli_options import err, out, profile_mode, resolve_device, stored_calibration
-    from solbench.evaluate.runner import EvalOptions, evaluate
     from solbench.evaluate.timing.rounds import TimingConfig
     from solbench.hardware.registry import detect
     from solbench.problems.problem import load_problem
-    from solbench.problems.solution import load_solution
     from solbench.problems.suite import select_problems
     from solbench.store.db import Store
 
@@ -70,15 +73,10 @@ def run(
                    use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_mode(profile_dsl),
                    timing=TimingConfig(hold=hold), time_candidate=not check_only)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=err, disable=quiet or as_json) as progress:
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=err, disable=quiet or as_json) as progress:
         task = progress.add_task(f"solbench run on {dev} ({hw.id})", total=len(selected))
         if jobs == 1:
-            evaluations = []
-            for prob, path in selected:
-                progress.update(task, description=f"{prob.name} / {path.name}")
-                sol = load_solution(path, prob.definition)
-                evaluations.append(evaluate(prob, sol, EvalOptions(**options), store=store, run_id=run_id))
-                progress.advance(task)
+            evaluations = _in_turn(selected, options, store, run_id, dev, build_jobs, progress, task)
         else:  # processes of their own (an evaluation's worker and sandbox are per process), spawned clean,
             # side by side while their device memory fits (evaluate/admission.py)
             import multiprocessing
@@ -100,6 +98,40 @@ def run(
 
     out.print(evaluation_table(evaluations))
     out.print(run_summary(evaluations, run_id, db))
+
+
+def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str, build_jobs: int | None,
+             progress, task) -> list:
+    """The evaluations one after another, the native builds of later ones running meanwhile on the cores the
+    evaluation leaves (``evaluate.native.pool``); a second bar counts the builds."""
+    from solbench.evaluate.native import pool as build_pool
+    from solbench.evaluate.runner import EvalOptions, evaluate
+    from solbench.problems.solution import load_solution
+
+    jobs = [(prob, load_solution(path, prob.definition)) for prob, path in selected]
+    mine, theirs = build_pool.split_cores(build_pool.available_cores())
+    workers = len(theirs) if build_jobs is None else build_jobs
+    builds = build_pool.solution_builds(jobs, dev, store) if workers else []
+    workers = min(workers, sum(b is not None for b in builds))
+    before = build_pool.available_cores()
+    evaluations = []
+    try:
+        if workers and theirs:
+            build_pool.pin_evaluation(mine)
+        with build_pool.BuildPool(builds, workers, theirs) as pool:
+            built = progress.add_task("native builds", total=sum(f is not None for f in pool.futures)) \
+                if workers else None
+            for f in pool.futures if workers else []:
+                if f is not None:
+                    f.add_done_callback(lambda _: progress.advance(built))
+            for i, (prob, sol) in enumerate(jobs):
+                progress.update(task, description=f"{prob.name} / {sol.name}")
+                pool.ready(i)
+                evaluations.append(evaluate(prob, sol, EvalOptions(**options), store=store, run_id=run_id))
+                progress.advance(task)
+    finally:
+        build_pool.pin_evaluation(before)
+    return evaluations
 
 
 def evaluate_file(problem_dir: str, solution_path: str, options: dict, db: str | None = None,

@@ -331,6 +331,23 @@ def test_a_second_evaluation_loads_the_verified_build(built, cache, monkeypatch)
 
 
 @pytest.mark.slow
+def test_a_build_the_pool_made_ahead_is_the_one_an_evaluation_loads(built, cache):
+    """``solbench run``'s build pool fills the same cache, under the same key, as the evaluation's own build; a
+    language without builds gets none."""
+    from solbench.evaluate.native.pool import BuildPool, solution_builds
+
+    sol = _solution("axpy_cpp")
+    python = _with("axpy_cpp", spec={"language": "pytorch"})
+    assert python.language == "pytorch"
+    builds = solution_builds([(_problem(), sol), (_problem(), python)], "cpu")
+    assert builds[1] is None
+    with BuildPool(builds, 1) as pool:
+        report = pool.ready(0)
+    assert report["cached"] and report["failed"] is None
+    assert report["key"] == built[0].environment["build"]["key"]
+
+
+@pytest.mark.slow
 def test_leftovers_in_the_candidates_directory_never_reach_the_cache(built, cache):
     """Whatever a candidate leaves in its private directory (a huge sparse file, a planted library and meta.json
     under its build key) is never published: the next evaluation loads the trusted side's verified bytes."""

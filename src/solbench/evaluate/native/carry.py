@@ -29,9 +29,11 @@ def default_view(device: str, root: Path) -> dict[str, Any]:
 
 
 class Carry:
-    def __init__(self, language: Any, solution: Any, device: str, private: Path, root: Path | None = None,
+    def __init__(self, language: Any, solution: Any, device: str, private: Path | None, root: Path | None = None,
                  view: dict[str, Any] | None = None):
-        self.root, self.private = Path(root or build_cache.default_root()), Path(private)
+        """``private`` None: only build into the cache (``warm``), nothing installed for a candidate."""
+        self.root = Path(root or build_cache.default_root())
+        self.private = Path(private) if private is not None else None
         self.unsupported: str | None = None
         self.failed: dict[str, Any] | None = None  # a workload result: compile_error or reward_hack
         self.key: str | None = None
@@ -52,9 +54,14 @@ class Carry:
         self.key, self.timeout_s = plan["key"], float(plan["timeout_s"])
         if view is None:
             view = default_view(device, self.root)
-        self._build(plan, [(s.path, s.content) for s in solution.sources], view)
+        built = self._obtain(plan, [(s.path, s.content) for s in solution.sources], view)
+        if built is not None and self.private is not None:
+            self._install(plan, *built)
 
-    def _build(self, plan: dict[str, Any], files: list[tuple[str, str]], view: dict[str, Any]) -> None:
+    def _obtain(self, plan: dict[str, Any], files: list[tuple[str, str]], view: dict[str, Any]
+                ) -> tuple[tuple[str, bytes], tuple[str, bytes]] | None:
+        """The library and the trusted binding, each (file name, bytes), from the cache or built into it; None
+        with ``failed`` set where either build failed."""
         deadline = time.monotonic() + self.timeout_s
         meta = {"language": plan.get("language"), "arch": plan.get("arch")}
         outcome, lib, cached = build_cache.obtain(
@@ -66,15 +73,21 @@ class Carry:
         if lib is None:
             self.failed = outcome.failed if outcome is not None and outcome.failed else \
                 native_build.compile_error("the build left no library").failed
-            return
+            return None
         bkey = native_build.binding_key(plan)
         b_out, binding, b_cached = build_cache.obtain(
             bkey, lambda work: native_build.binding(plan, work, view, time.monotonic() + max(self.timeout_s, 600)),
             {"kind": "binding"}, self.root, wait_s=max(self.timeout_s, 600) + 60)
         if binding is None:
             self.failed = b_out.failed if b_out is not None else native_build.compile_error("no binding").failed
-            return
-        (name, data), (bname, bdata) = next(iter(lib.items())), next(iter(binding.items()))
+            return None
+        self.report["binding_cached"] = b_cached
+        return next(iter(lib.items())), next(iter(binding.items()))
+
+    def _install(self, plan: dict[str, Any], lib: tuple[str, bytes], binding: tuple[str, bytes]) -> None:
+        """The verified bytes copied read-only into the candidate's private directory, and their paths and hashes
+        for its loader."""
+        (name, data), (bname, bdata) = lib, binding
         where = self.private / "build" / self.key
         where.mkdir(parents=True, exist_ok=True)
         for file, content in ((name, data), (bname, bdata)):
@@ -87,7 +100,7 @@ class Carry:
         from solbench.evaluate.integrity import linked
 
         self.linked = linked.library_use(data, name)
-        self.report.update(sha256=native_build.sha256(data)[:16], bytes=len(data), binding_cached=b_cached)
+        self.report.update(sha256=native_build.sha256(data)[:16], bytes=len(data))
 
     def _meta(self, key: str) -> dict[str, Any]:
         return build_cache.read_meta(self.root / key)
@@ -97,3 +110,14 @@ class Carry:
 
     def __exit__(self, *exc: Any) -> None:
         return None
+
+
+def warm(language: Any, solution: Any, device: str, root: Path | None = None,
+         view: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The solution's library and binding built into the cache ahead of its evaluation (``pool``), in the same
+    build sandbox (``view``), nothing installed: its build report (None for a language without builds), with the
+    build's verdict where it failed."""
+    carry = Carry(language, solution, device, None, root, view)
+    if carry.report is None and carry.failed is None:
+        return None
+    return dict(carry.report or {}, failed=(carry.failed or {}).get("verdict"))

@@ -1,0 +1,111 @@
+"""Native builds ahead of their evaluations: a run's compilers busy on the host's spare cores while the device
+times other solutions (``solbench run``).
+
+A ``BuildPool`` takes one build per job of the run, in the order the jobs will be evaluated, and starts them on
+``workers`` threads, first come first built; ``ready(i)`` waits for job ``i``'s build before its evaluation
+starts, which then finds the library in the build cache (``carry.warm`` fills it). Builds of later jobs go on
+while earlier jobs are evaluated.
+
+The cores are split (``split_cores``): the lowest ones stay with the evaluation (the runner, its trusted worker
+and the candidate, which inherit the runner's affinity) and the builds get the rest, each build thread confining
+itself, and so every compiler it starts, to them. No sample is then taken on a core that a compiler shares. On a
+host with too few cores to split (fewer than ``MIN_CORES``) there is no pool, and each evaluation builds its own
+solution as it starts.
+
+Nothing a pool's build leaves is trusted for being the pool's: the evaluation's ``Carry`` loads the cached bytes
+and checks their hashes as always, and a build that failed here is built again there, where its failure is the
+evaluation's verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable
+
+#: cores the evaluation keeps, and the fewest a host needs for a pool
+EVALUATION_CORES = 4
+MIN_CORES = 8
+
+Build = Callable[[], Any]
+
+
+def available_cores() -> set[int]:
+    return set(os.sched_getaffinity(0))
+
+
+def split_cores(cores: set[int], keep: int = EVALUATION_CORES, least: int = MIN_CORES) -> tuple[set[int], set[int]]:
+    """(the evaluation's cores, the builds'): the lowest ``keep`` for the evaluation and the rest for builds, or
+    every core for the evaluation and none for builds on a host of fewer than ``least``."""
+    ordered = sorted(cores)
+    if len(ordered) < max(least, keep + 1):
+        return set(ordered), set()
+    return set(ordered[:keep]), set(ordered[keep:])
+
+
+class BuildPool:
+    """``builds[i]`` (None: job ``i`` has nothing to build) run on ``workers`` threads confined to ``cores``;
+    with ``workers`` 0 nothing runs here (each evaluation builds its own solution)."""
+
+    def __init__(self, builds: list[Build | None], workers: int, cores: set[int] | None = None):
+        self.builds = builds
+        self.cores = set(cores) if cores else None
+        self.pinned: dict[str, set[int]] = {}  # thread name: the cores it confined itself to
+        self._lock = threading.Lock()
+        self._pool = (ThreadPoolExecutor(max_workers=workers, thread_name_prefix="solbench-build",
+                                         initializer=self._confine) if workers > 0 else None)
+        self.futures: list[Future | None] = [
+            self._pool.submit(b) if self._pool is not None and b is not None else None for b in builds]
+
+    def _confine(self) -> None:
+        """The build thread keeps to the builds' cores (Linux: the affinity of the calling thread, which the
+        compilers it starts inherit)."""
+        if self.cores:
+            os.sched_setaffinity(0, self.cores)
+        with self._lock:
+            self.pinned[threading.current_thread().name] = set(os.sched_getaffinity(0))
+
+    def ready(self, i: int, timeout: float | None = None) -> Any:
+        """Job ``i``'s build, once it has ended: its result, None where the pool built nothing for it (an
+        exception a build raised is left to the evaluation's own build, which meets it again and judges it)."""
+        fut = self.futures[i]
+        if fut is None:
+            return None
+        try:
+            return fut.result(timeout=timeout)
+        except Exception:  # noqa: BLE001 - the evaluation builds again and gives the verdict
+            return None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> "BuildPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def pin_evaluation(cores: set[int]) -> None:
+    """Confine the calling thread (the runner's main thread) to the evaluation's cores: the trusted worker and the
+    candidates it starts from here on inherit them."""
+    if cores:
+        os.sched_setaffinity(0, cores)
+
+
+def solution_builds(jobs: list[tuple[Any, Any]], device: str, store=None) -> list[Build | None]:
+    """Per (problem, solution) job, the build that fills the cache for its evaluation (``carry.warm``, in the
+    build sandbox the evaluation's own build gets); None for a language that builds nothing."""
+    from solbench.evaluate.isolation.view import cache_root, sandbox_view
+    from solbench.evaluate.languages import get_language
+    from solbench.evaluate.native.carry import warm
+
+    view = sandbox_view(store, device)
+    builds: list[Build | None] = []
+    for _, solution in jobs:
+        language = get_language(solution.language)
+        builds.append((lambda lang=language, sol=solution: warm(lang, sol, device, cache_root() / "build", view))
+                      if hasattr(language, "build_plan") else None)
+    return builds

@@ -1,0 +1,116 @@
+"""The build pool of ``solbench run`` (evaluate/native/pool.py) with fake builds and a fake device: builds start in
+the order their evaluations come, no more at once than its workers, later builds run while earlier evaluations
+do, and each build thread keeps to the cores the evaluation leaves. Every wait is on an event (with a generous
+bound), never on the machine's speed."""
+
+import os
+import threading
+
+import pytest
+
+from solbench.evaluate.native.pool import BuildPool, available_cores, pin_evaluation, split_cores
+
+WAIT_S = 60.0  # a bound on waits for events that a correct pool sets at once
+
+
+def test_the_evaluation_keeps_the_lowest_cores_and_builds_get_the_rest():
+    assert split_cores(set(range(16))) == ({0, 1, 2, 3}, set(range(4, 16)))
+    assert split_cores({3, 5, 7, 9, 11, 13, 15, 17}) == ({3, 5, 7, 9}, {11, 13, 15, 17})
+    assert split_cores({0, 1}) == ({0, 1}, set())  # too few to split: no pool
+    assert split_cores(set(range(7))) == (set(range(7)), set())
+
+
+def test_builds_start_in_the_order_of_their_evaluations_and_no_more_than_the_workers_at_once():
+    started, running, most = [], [0], [0]
+    lock = threading.Lock()
+    gates = [threading.Event() for _ in range(6)]
+
+    def build(i):
+        def run():
+            with lock:
+                started.append(i)
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            assert gates[i].wait(WAIT_S)
+            with lock:
+                running[0] -= 1
+            return f"lib{i}"
+        return run
+
+    builds = [build(0), None, build(2), build(3), build(4), build(5)]
+    with BuildPool(builds, 2) as pool:
+        for i, gate in enumerate(gates):
+            gate.set()
+            assert pool.ready(i, timeout=WAIT_S) == (None if i == 1 else f"lib{i}")
+    assert started == [0, 2, 3, 4, 5] and most[0] <= 2
+
+
+def test_later_builds_run_while_an_earlier_evaluation_does():
+    """The fake device's evaluation of job 0 waits until job 1's build has started: it returns only because the
+    pool builds ahead, and job 1's build ends only after the evaluation has let it."""
+    build1_started, evaluation0_done = threading.Event(), threading.Event()
+    log = []
+
+    def build0():
+        log.append("build 0")
+
+    def build1():
+        build1_started.set()
+        assert evaluation0_done.wait(WAIT_S)
+        log.append("build 1")
+
+    def evaluate(i):
+        log.append(f"evaluate {i}")
+        if i == 0:
+            assert build1_started.wait(WAIT_S), "job 1 was not being built during job 0's evaluation"
+            evaluation0_done.set()
+
+    with BuildPool([build0, build1], 2) as pool:
+        for i in range(2):
+            pool.ready(i, timeout=WAIT_S)
+            evaluate(i)
+    assert log == ["build 0", "evaluate 0", "build 1", "evaluate 1"]
+
+
+def test_a_failed_build_is_left_to_the_evaluation():
+    def broken():
+        raise RuntimeError("the compiler crashed")
+
+    with BuildPool([broken, lambda: "ok"], 1) as pool:
+        assert pool.ready(0, timeout=WAIT_S) is None and pool.ready(1, timeout=WAIT_S) == "ok"
+
+
+def test_without_workers_nothing_is_built_ahead():
+    calls = []
+    with BuildPool([lambda: calls.append(1)], 0) as pool:
+        assert pool.ready(0) is None
+    assert calls == []
+
+
+def test_build_threads_keep_to_the_builds_cores_and_the_runner_keeps_its_own():
+    mine = available_cores()
+    theirs = {max(mine)}
+    seen = []
+    with BuildPool([lambda: seen.append(os.sched_getaffinity(0))], 1, theirs) as pool:
+        pool.ready(0, timeout=WAIT_S)
+    assert seen == [theirs] and list(pool.pinned.values()) == [theirs]
+    assert available_cores() == mine  # only the build thread was confined
+
+
+def test_the_runner_pins_itself_and_is_restored():
+    before = available_cores()
+    one = {min(before)}
+    try:
+        pin_evaluation(one)
+        assert available_cores() == one
+    finally:
+        pin_evaluation(before)
+    assert available_cores() == before
+
+
+@pytest.mark.parametrize("empty", [set(), None])
+def test_no_cores_named_confines_nothing(empty):
+    seen = []
+    with BuildPool([lambda: seen.append(os.sched_getaffinity(0))], 1, empty) as pool:
+        pool.ready(0, timeout=WAIT_S)
+    assert seen == [available_cores()]

@@ -9,8 +9,9 @@ STAMP := $(VENV)/.solbench-installed
 demo: $(STAMP)
 	$(VENV)/bin/solbench run --suite starter
 
+# the CPU tests on every core (pytest-xdist); the GPU tests one at a time, below: timed tests never share a device
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto -m "not gpu"
 
 # the GPU test set (pytest marker `gpu`); scripts/gpu-check.sh runs it on the device machine with a summary table
 test-gpu: $(STAMP)

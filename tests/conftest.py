@@ -34,13 +34,23 @@ def axpy():
     return load_problem(AXPY)
 
 
-#: filled by tests/corpus/test_exploits.py, printed at the end of the run
+#: the outcomes of tests/corpus/test_exploits.py's two corpus tests, counted from their reports (in the process
+#: that prints the summary, also when pytest-xdist runs the tests in others), printed at the end of the run
 INTEGRITY_TALLY = {"exploits_caught": 0, "exploits_missed": [], "honest_passed": 0, "false_rejects": []}
+_TALLIED = {"test_exploit_is_caught": ("exploits_caught", "exploits_missed"),
+            "test_honest_solution_passes": ("honest_passed", "false_rejects")}
 
 
 def pytest_runtest_logreport(report):
-    """With SOLBENCH_INSTAFAIL set (scripts/gpu-check.sh sets it), a failure's report is printed when it happens:
-    a stage stopped at its time limit loses pytest's summary at the end."""
+    """Counts the corpus's outcomes; with SOLBENCH_INSTAFAIL set (scripts/gpu-check.sh sets it), a failure's
+    report is printed when it happens: a stage stopped at its time limit loses pytest's summary at the end."""
+    test, _, param = report.nodeid.rpartition("::")[2].partition("[")
+    if test in _TALLIED and report.when == "call" and not report.skipped:
+        good, bad = _TALLIED[test]
+        if report.passed:
+            INTEGRITY_TALLY[good] += 1
+        else:
+            INTEGRITY_TALLY[bad].append(param.rstrip("]"))
     if report.failed and os.environ.get("SOLBENCH_INSTAFAIL"):
         print(f"\nINSTAFAIL {report.nodeid} ({report.when}): {report.longreprtext[-2500:]}", flush=True)
 

@@ -290,3 +290,25 @@ def test_an_agreeing_audit_is_made_once(monkeypatch):
 
     asked = _looks(monkeypatch, [[1.0] * 12])
     assert confirm(_Sub(), "w", None, [], [], None, [0.99] * 30)["audit_looks"] == 1 and asked == [0]
+
+
+def test_a_group_rechecks_about_two_of_its_calls_against_the_reference():
+    """In a bracket of one call, 40% of calls are judged against the reference; in a group of 64, two of them on
+    average (the comparisons of a small workload's audit no longer grow with its group)."""
+    from solbench.evaluate.timing.audit import RECHECK, recheck_share
+
+    assert recheck_share(1) == RECHECK == recheck_share(5)
+    assert recheck_share(64) * 64 == pytest.approx(2.0) and recheck_share(8) * 8 == pytest.approx(2.0)
+
+
+def test_every_audited_call_is_checked_for_presence_whatever_the_share():
+    """A call that left the sentinel in its outputs is always judged, in a group of any size."""
+    import torch
+
+    from solbench.evaluate.timing.audit import _Recheck
+
+    judged = []
+    check = _Recheck(lambda outs, inputs, after: judged.append(1) or None)
+    for _ in range(20):
+        check([torch.full((4,), float("nan"))], [], [], 0, 64)
+    assert len(judged) == 20 == check.checked

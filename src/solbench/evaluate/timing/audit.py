@@ -21,8 +21,9 @@ clock has started:
   time of that process between the two readings, however long the machine kept it waiting: unlike the wall
   clock around a pipe hand-over, this does not grow with the machine's load.
 
-Every audited call's outputs are judged against the reference (``output_recheck``), so output written after a
-call's ``done`` flag (or after ``ok``) is not counted as output. The audit's time per call is the median
+Every audited call's outputs are checked for presence, and a share of them, drawn after the call, judged against
+the reference (``output_recheck``, ``recheck_share``), so output written after a call's ``done`` flag (or after
+``ok``) is not counted as output. The audit's time per call is the median
 bracket less the trusted side's own work in it (on the GPU the copies in, the fill and the copy of a returned
 output into its slot, timed by the trusted worker alone) and the hand-over between the two processes, calibrated against a null candidate
 (a sandboxed process that never loads a solution). A timing whose median sample lies below the audit's time by more than
@@ -65,6 +66,7 @@ ABS_TOL_MS = {"cuda": 0.2, "cpu": 0.15}
 CALL_TOL_MS = {"cuda": 0.010, "cpu": 0.0}
 AUDIT_DRAWS = 2_000_000  # draw numbers of audited calls (timed calls' are below)
 RECHECK = 0.4  # the share of audited calls judged against the reference (every one is checked for presence)
+RECHECK_PER_BRACKET = 2.0  # ... and in a group of calls, this many of each bracket's, drawn among them, on average
 #: audits a disagreement gets before it convicts (``confirm``); each look draws its inputs this far from the last's
 LOOKS = 2
 LOOK_DRAWS = 100_000
@@ -268,7 +270,7 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
             audit.own_ms, audit.group, audit.calls = own[m], min(audit.group, m), audit.calls + m
             audit.trusted_ms.append((ms - own[m] - calib.overhead_ms) / m - calib.call_ms)
             for j, seed in enumerate(seeds):  # every audited call left all of its output by its end
-                check(outs[j], inputs[j], after[j], seed)
+                check(outs[j], inputs[j], after[j], seed, m)
     except Ended:
         _end(sub)  # the candidate's full answer says why (a failure, a refused result, a check)
         raise Rejected(["result_forgery"], "an audited call was answered out of turn") from None
@@ -282,20 +284,29 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
 
 
 class _Recheck:
-    """An audited call's outputs judged: each one for presence (no sentinel left), a share (``RECHECK``, drawn by
-    the trusted side) against the reference too; ``recheck`` None (a null candidate) judges nothing."""
+    """An audited call's outputs judged: each one for presence (no sentinel left), a share against the reference
+    too, drawn by the trusted side (``recheck_share``); ``recheck`` None (a null candidate) judges nothing."""
 
     def __init__(self, recheck: Callable | None):
         self.recheck, self.checked = recheck, 0
         self.rng = random.Random(secrets.randbits(64))
 
-    def __call__(self, outs: list[Any], inputs: list[Any], after: list[Any], seed: int) -> None:
-        if self.recheck is None or not (_unwritten(outs) or self.rng.random() < RECHECK):
+    def __call__(self, outs: list[Any], inputs: list[Any], after: list[Any], seed: int, group: int = 1) -> None:
+        if self.recheck is None or not (_unwritten(outs) or self.rng.random() < recheck_share(group)):
             return
         self.checked += 1
         bad = self.recheck(outs, inputs, after)
         if bad:
             raise Rejected([bad[0]], f"audited call re-checked: {bad[1]}", failure={"draw": "timed", "seed": seed})
+
+
+def recheck_share(group: int) -> float:
+    """The chance that an audited call of a bracket of ``group`` calls is judged against the reference:
+    ``RECHECK``, and in larger groups ``RECHECK_PER_BRACKET`` of each bracket on average. A call is picked after
+    its bracket has ended, so a solution that skips the work of a share f of its calls is found in each bracket
+    with a chance of about min(1, f * group * share): a saving large enough to pass the audit (``AGREE``) cannot
+    go unseen over a dozen brackets, while a small workload's groups of 64 calls cost two comparisons each, not 26."""
+    return min(RECHECK, RECHECK_PER_BRACKET / max(1, group))
 
 
 def _group(ctx, probe: list[Any], shapes, inplace: list[int], claimed_ms: float) -> int:

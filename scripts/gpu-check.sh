@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check, by stages: the main job on the starter suite, the GPU test set, benchmarks.
 # Usage: scripts/gpu-check.sh [stage ...]
-#   stages: tests (= fast bundled languages), quick (the integrity corpus, the timing, hang and tf32x3 tests, about 8 min),
+#   stages: tests (= fast bundled languages), cost (one solution's cost against SOL-ExecBench's CLI, side by side:
+#           needs .seb/, see docs/PERFORMANCE.md), quick (the integrity corpus, the timing, hang and tf32x3 tests, about 8 min),
 #           fast (the GPU test set but the bundled examples and the languages stage's), bundled (every starter
 #           example on the GPU, baselines included), run (the main job; RUN_ARGS, e.g. "--language cuda_cpp
 #           --baselines none"), bench, ncu, calibrate, floor, start, probe,
@@ -77,6 +78,17 @@ for stage in "${stages[@]}"; do
              --profile-cost ${PROFCOST_N:-6} --out "$OUT/profcost.json" </dev/null 2>&1 | tee "$OUT/profcost.txt" ;;
     ncu)   timeout ${NCU_LIMIT:-300} python3 benchmarks/ncu_agreement.py --out "$OUT/ncu.json" \
              --budget-s $(( ${NCU_LIMIT:-300} - 30 )) ${NCU_ARGS:-} </dev/null 2>&1 | tee "$OUT/ncu.txt" ;;
+    cost)  # solbench against SOL-ExecBench on its own rmsnorm Triton example (.seb/: its wheels and the example,
+           # carried; benchmarks/cost_side_by_side.py), each cold, alternating; the peer in a site of its own
+           ex=.seb/example/examples/triton/rmsnorm
+           { python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/seb-site .seb/wheels/*.whl \
+               && mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python \
+               && timeout ${COST_LIMIT:-420} python3 benchmarks/cost_side_by_side.py --problem "$ex" \
+                    --solution "$ex/solution_triton.json" --peer-cwd .seb/example --db "$SOLBENCH_GPU_DB" \
+                    --rounds ${COST_ROUNDS:-2} --out "$OUT/cost.json" --peer "PYTHONPATH=/tmp/seb-site \
+                    PATH=/tmp/pybin:\$PATH /tmp/seb-site/bin/sol-execbench examples/triton/rmsnorm \
+                    --solution examples/triton/rmsnorm/solution_triton.json -o $OUT/seb-rmsnorm.jsonl"; } \
+             </dev/null 2>&1 | tee "$OUT/cost.txt" ;;
     calibrate) timeout 120 python3 -m solbench.cli calibrate --device cuda --db "$SOLBENCH_GPU_DB" </dev/null \
              2>&1 | tee "$OUT/calibrate.txt" ;;
     floor) timeout 120 python3 benchmarks/launch_floor.py </dev/null 2>&1 | tee "$OUT/floor.txt" ;;

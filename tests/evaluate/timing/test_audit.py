@@ -295,7 +295,7 @@ def test_an_agreeing_audit_is_made_once(monkeypatch):
 def test_a_group_rechecks_about_two_of_its_calls_against_the_reference():
     """In a bracket of one call, 40% of calls are judged against the reference; in a group of 64, two of them on
     average (the comparisons of a small workload's audit no longer grow with its group)."""
-    from solbench.evaluate.timing.audit import RECHECK, recheck_share
+    from solbench.evaluate.timing.audit_recheck import RECHECK, recheck_share
 
     assert recheck_share(1) == RECHECK == recheck_share(5)
     assert recheck_share(64) * 64 == pytest.approx(2.0) and recheck_share(8) * 8 == pytest.approx(2.0)
@@ -305,10 +305,32 @@ def test_every_audited_call_is_checked_for_presence_whatever_the_share():
     """A call that left the sentinel in its outputs is always judged, in a group of any size."""
     import torch
 
-    from solbench.evaluate.timing.audit import _Recheck
+    from solbench.evaluate.timing.audit_recheck import Recheck
 
     judged = []
-    check = _Recheck(lambda outs, inputs, after: judged.append(1) or None)
+    check = Recheck(lambda outs, inputs, after: judged.append(1) or None)
     for _ in range(20):
         check([torch.full((4,), float("nan"))], [], [], 0, 64)
     assert len(judged) == 20 == check.checked
+
+
+def test_a_forgery_whose_second_audit_cannot_be_made_stands_convicted(monkeypatch):
+    """A solution that lets the first audit see its work and then stalls the second (its host side past every
+    hold) gains nothing: the first audit's finding stands."""
+    from solbench.evaluate.timing import audit
+    from solbench.evaluate.timing.audit import Unaudited, confirm
+    from solbench.evaluate.trusted.outcomes import Rejected
+
+    looks = []
+
+    def run(sub, uuid, draw, shapes, inplace, calib, recheck, n, claimed, first_draw=0):
+        looks.append(first_draw)
+        if len(looks) == 2:
+            raise Unaudited("an audited call did not end within the candidate's time limit")
+        return _audit([1.0] * 12, 4)
+
+    monkeypatch.setattr(audit, "run", run)
+    monkeypatch.setattr(audit, "calibration", lambda *a: Calibration(0.29, 0.001))
+    with pytest.raises(Rejected) as e:
+        confirm(_Sub(), "w", None, [], [], None, [0.5] * 30)
+    assert e.value.codes == ["time_forgery"] and "second audit could not be made" in str(e.value)

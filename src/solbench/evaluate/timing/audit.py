@@ -22,7 +22,7 @@ clock has started:
   clock around a pipe hand-over, this does not grow with the machine's load.
 
 Every audited call's outputs are checked for presence, and a share of them, drawn after the call, judged against
-the reference (``output_recheck``, ``recheck_share``), so output written after a call's ``done`` flag (or after
+the reference (``output_recheck``, ``audit_recheck``), so output written after a call's ``done`` flag (or after
 ``ok``) is not counted as output. The audit's time per call is the median
 bracket less the trusted side's own work in it (on the GPU the copies in, the fill and the copy of a returned
 output into its slot, timed by the trusted worker alone) and the hand-over between the two processes, calibrated against a null candidate
@@ -34,16 +34,15 @@ its resolution (``verdict``), in a first audit and in a second on fresh inputs w
 
 from __future__ import annotations
 
-import random
-import secrets
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from solbench.evaluate.boundary.ring import BOOL_SENTINEL, Layout
+from solbench.evaluate.boundary.ring import Layout
 from solbench.evaluate.timing import audit_gpu
 from solbench.evaluate.timing.audit_cpu import CpuAudit
 from solbench.evaluate.timing.audit_gpu import Unaudited
+from solbench.evaluate.timing.audit_recheck import Recheck
 from solbench.evaluate.timing.handover import Ended
 from solbench.evaluate.timing.slots import FLAG_STRIDE, Slots
 from solbench.evaluate.trusted.outcomes import Rejected
@@ -65,8 +64,6 @@ ABS_TOL_MS = {"cuda": 0.2, "cpu": 0.15}
 #: the H200 for a one-kernel call, docs/PERFORMANCE.md; more for calls of several kernels)
 CALL_TOL_MS = {"cuda": 0.010, "cpu": 0.0}
 AUDIT_DRAWS = 2_000_000  # draw numbers of audited calls (timed calls' are below)
-RECHECK = 0.4  # the share of audited calls judged against the reference (every one is checked for presence)
-RECHECK_PER_BRACKET = 2.0  # ... and in a group of calls, this many of each bracket's, drawn among them, on average
 #: audits a disagreement gets before it convicts (``confirm``); each look draws its inputs this far from the last's
 LOOKS = 2
 LOOK_DRAWS = 100_000
@@ -163,25 +160,6 @@ def _quantile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def _unwritten(outs: list[Any]) -> bool:
-    """Whether some output element still holds the sentinel (for floats: any NaN; an honest output holds none,
-    since NaN fails every comparison): the call's work was not all done by its end."""
-    import torch
-
-    for x in outs:
-        if not isinstance(x, torch.Tensor) or x.numel() == 0:
-            continue
-        if x.is_floating_point():
-            if bool(torch.isnan(x).any()):
-                return True
-        elif x.dtype == torch.bool:
-            if bool((x.view(torch.uint8) == BOOL_SENTINEL).all()):
-                return True
-        elif bool((x == torch.iinfo(x.dtype).max).all()):
-            return True
-    return False
-
-
 def _values(inputs: list[Any]) -> list[Any]:
     import torch
 
@@ -249,7 +227,7 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
                   group=m)
     own = {m: engine.own_ms(probe, m)}
     audit.own_ms = own[m]
-    check = _Recheck(recheck)
+    check = Recheck(recheck)
     drawn = 0
     try:
         for k in range(brackets):
@@ -281,32 +259,6 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
     _end(sub)
     engine.finish(audit, warm)
     return audit
-
-
-class _Recheck:
-    """An audited call's outputs judged: each one for presence (no sentinel left), a share against the reference
-    too, drawn by the trusted side (``recheck_share``); ``recheck`` None (a null candidate) judges nothing."""
-
-    def __init__(self, recheck: Callable | None):
-        self.recheck, self.checked = recheck, 0
-        self.rng = random.Random(secrets.randbits(64))
-
-    def __call__(self, outs: list[Any], inputs: list[Any], after: list[Any], seed: int, group: int = 1) -> None:
-        if self.recheck is None or not (_unwritten(outs) or self.rng.random() < recheck_share(group)):
-            return
-        self.checked += 1
-        bad = self.recheck(outs, inputs, after)
-        if bad:
-            raise Rejected([bad[0]], f"audited call re-checked: {bad[1]}", failure={"draw": "timed", "seed": seed})
-
-
-def recheck_share(group: int) -> float:
-    """The chance that an audited call of a bracket of ``group`` calls is judged against the reference:
-    ``RECHECK``, and in larger groups ``RECHECK_PER_BRACKET`` of each bracket on average. A call is picked after
-    its bracket has ended, so a solution that skips the work of a share f of its calls is found in each bracket
-    with a chance of about min(1, f * group * share): a saving large enough to pass the audit (``AGREE``) cannot
-    go unseen over a dozen brackets, while a small workload's groups of 64 calls cost two comparisons each, not 26."""
-    return min(RECHECK, RECHECK_PER_BRACKET / max(1, group))
 
 
 def _group(ctx, probe: list[Any], shapes, inplace: list[int], claimed_ms: float) -> int:
@@ -384,31 +336,46 @@ def confirm(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: l
     ``audit_unconfirmed`` where it could not be made. A disagreement is looked at again before it convicts
     (``LOOKS``): a second audit on fresh inputs, its hand-over calibrated anew, so that a disturbance of one audit
     (another process's kernels in its brackets, a calibration taken while the device was busy) is not called a
-    forgery; a forged time stays below every audit of the work. Raises ``Rejected`` (``time_forgery``, or what an
-    audited call showed) and ``AuditFailed``."""
-    ctx = sub.ctx
-    kind = "cuda" if ctx.dev.type == "cuda" else "cpu"
+    forgery; a forged time stays below every audit of the work, and one whose second audit cannot be made stands
+    convicted by the first. Raises ``Rejected`` (``time_forgery``, or what an audited call showed) and
+    ``AuditFailed``."""
+    kind = "cuda" if sub.ctx.dev.type == "cuda" else "cpu"
     n = audit_calls(samples_ms, kind)
-    claimed = statistics.median(samples_ms) if samples_ms else 0.0
     seen: list[str] = []
     for look in range(LOOKS):
-        try:
-            if look:
-                _CALIBRATED.pop((str(ctx.dev), str(sub.isolation)), None)
-            calib = calibration(sub, uuid, draw, shapes, inplace)
-            with ctx.phases("timing.audit"):
-                audit = run(sub, uuid, draw, shapes, inplace, calib, recheck, n, claimed, first_draw=look * LOOK_DRAWS)
-        except Unaudited as why:
-            return {"audit_unconfirmed": str(why)[:300], "audit_looks": look + 1}
-        if len(audit.trusted_ms) < n // 2:
-            return dict(audit.record(), audit_looks=look + 1, audit_unconfirmed=f"{audit.late} audited brackets "
-                        f"took longer on the host than the longest hold ({audit_gpu.MAX_HOLD_S * 1e3:.0f} ms)")
-        outcome, why = verdict(samples_ms, audit, calib, ctx.dev.type)
-        if outcome != "forged":
-            break
-        seen.append(f"{audit.median_ms:.4g} ms")
-    else:
-        raise Rejected(["time_forgery"], f"{why} (audits: {', '.join(seen)} per call, each on fresh inputs)")
-    if outcome == "unconfirmed":
-        return dict(audit.record(), audit_looks=look + 1, audit_ms=None, audit_unconfirmed=why)
-    return dict(audit.record(), audit_looks=look + 1, audit_resolution_ms=round(resolution(audit, calib, kind), 6))
+        outcome, why, audit, calib = _look(sub, uuid, draw, shapes, inplace, recheck, samples_ms, n, look)
+        if outcome == "forged":
+            seen.append(f"{audit.median_ms:.4g} ms")
+            first = why if len(seen) == 1 else first
+            continue
+        if seen and outcome != "confirmed":  # a first audit found a forgery and the second was not made
+            raise Rejected(["time_forgery"], f"{first} (a second audit could not be made: {why})")
+        record = {"audit_unconfirmed": why} if audit is None else dict(audit.record())
+        record["audit_looks"] = look + 1
+        if outcome == "unconfirmed" and audit is not None:
+            record.update(audit_ms=None, audit_unconfirmed=why)
+        elif outcome == "confirmed":
+            record["audit_resolution_ms"] = round(resolution(audit, calib, kind), 6)
+        return record
+    raise Rejected(["time_forgery"], f"{why} (audits: {', '.join(seen)} per call, each on fresh inputs)")
+
+
+def _look(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[int], recheck: Callable,
+          samples_ms: list[float], n: int, look: int) -> tuple[str, str | None, Audit | None, Calibration | None]:
+    """One audit (the ``look``-th: its own draws, and past the first a fresh calibration of the hand-over) held
+    against the samples: (``verdict``'s outcome or "unconfirmed", why, the audit, its calibration)."""
+    ctx = sub.ctx
+    try:
+        if look:
+            _CALIBRATED.pop((str(ctx.dev), str(sub.isolation)), None)
+        calib = calibration(sub, uuid, draw, shapes, inplace)
+        with ctx.phases("timing.audit"):
+            audit = run(sub, uuid, draw, shapes, inplace, calib, recheck, n,
+                        statistics.median(samples_ms) if samples_ms else 0.0, first_draw=look * LOOK_DRAWS)
+    except Unaudited as why:
+        return "unconfirmed", str(why)[:300], None, None
+    if len(audit.trusted_ms) < n // 2:
+        return "unconfirmed", (f"{audit.late} audited brackets took longer on the host than the longest hold "
+                               f"({audit_gpu.MAX_HOLD_S * 1e3:.0f} ms)"), audit, calib
+    outcome, why = verdict(samples_ms, audit, calib, ctx.dev.type)
+    return outcome, why, audit, calib

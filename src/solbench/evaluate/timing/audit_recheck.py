@@ -1,0 +1,60 @@
+"""The audit's judgement of its calls' outputs (``audit``): every audited call's outputs checked for presence (no
+sentinel of the pre-fill left: a call that did not do its work by its end), and a share of them, drawn by the
+trusted side after the bracket, against the reference."""
+
+from __future__ import annotations
+
+import random
+import secrets
+from typing import Any, Callable
+
+from solbench.evaluate.boundary.ring import BOOL_SENTINEL
+from solbench.evaluate.trusted.outcomes import Rejected
+
+RECHECK = 0.4  # the share of audited calls judged against the reference (every one is checked for presence)
+RECHECK_PER_BRACKET = 2.0  # ... and in a group of calls, this many of each bracket's, drawn among them, on average
+
+
+class Recheck:
+    """An audited call's outputs judged: each one for presence (no sentinel left), a share against the reference
+    too, drawn by the trusted side (``recheck_share``); ``recheck`` None (a null candidate) judges nothing."""
+
+    def __init__(self, recheck: Callable | None):
+        self.recheck, self.checked = recheck, 0
+        self.rng = random.Random(secrets.randbits(64))
+
+    def __call__(self, outs: list[Any], inputs: list[Any], after: list[Any], seed: int, group: int = 1) -> None:
+        if self.recheck is None or not (_unwritten(outs) or self.rng.random() < recheck_share(group)):
+            return
+        self.checked += 1
+        bad = self.recheck(outs, inputs, after)
+        if bad:
+            raise Rejected([bad[0]], f"audited call re-checked: {bad[1]}", failure={"draw": "timed", "seed": seed})
+
+
+def recheck_share(group: int) -> float:
+    """The chance that an audited call of a bracket of ``group`` calls is judged against the reference:
+    ``RECHECK``, and in larger groups ``RECHECK_PER_BRACKET`` of each bracket on average. A call is picked after
+    its bracket has ended, so a solution that skips the work of a share f of its calls is found in each bracket
+    with a chance of about min(1, f * group * share): a saving large enough to pass the audit (``AGREE``) cannot
+    go unseen over a dozen brackets, while a small workload's groups of 64 calls cost two comparisons each, not 26."""
+    return min(RECHECK, RECHECK_PER_BRACKET / max(1, group))
+
+
+def _unwritten(outs: list[Any]) -> bool:
+    """Whether some output element still holds the sentinel (for floats: any NaN; an honest output holds none,
+    since NaN fails every comparison): the call's work was not all done by its end."""
+    import torch
+
+    for x in outs:
+        if not isinstance(x, torch.Tensor) or x.numel() == 0:
+            continue
+        if x.is_floating_point():
+            if bool(torch.isnan(x).any()):
+                return True
+        elif x.dtype == torch.bool:
+            if bool((x.view(torch.uint8) == BOOL_SENTINEL).all()):
+                return True
+        elif bool((x == torch.iinfo(x.dtype).max).all()):
+            return True
+    return False

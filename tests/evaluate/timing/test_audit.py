@@ -334,3 +334,17 @@ def test_a_forgery_whose_second_audit_cannot_be_made_stands_convicted(monkeypatc
     with pytest.raises(Rejected) as e:
         confirm(_Sub(), "w", None, [], [], None, [0.5] * 30)
     assert e.value.codes == ["time_forgery"] and "second audit could not be made" in str(e.value)
+
+
+def test_a_large_cpu_output_is_rechecked_on_a_sample_of_its_timed_calls():
+    """On the CPU every timed call of a small workload is re-checked; past ``RECHECK_ALL_BELOW`` output elements
+    (where one re-check costs seconds) the GPU's rule: ``RECHECKS_GPU`` at random and the round's last call."""
+    import random
+
+    from solbench.evaluate.trusted.outcomes import RECHECK_ALL_BELOW, RECHECKS_GPU, picks
+
+    calls = list(range(20))
+    assert picks(random.Random(1), calls, False, 1000) == calls
+    big = picks(random.Random(1), calls, False, RECHECK_ALL_BELOW)
+    assert len(big) == RECHECKS_GPU + 1 and big[-1] == 19 and set(big) <= set(calls)
+    assert picks(random.Random(1), calls, True, 10) == picks(random.Random(1), calls, True, RECHECK_ALL_BELOW)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from solbench.evaluate.boundary.ring import Layout
+from solbench.evaluate.isolation.sandbox import CandidateGone
 from solbench.evaluate.timing import audit_gpu
 from solbench.evaluate.timing.audit_cpu import CpuAudit
 from solbench.evaluate.timing.audit_gpu import Unaudited
@@ -252,6 +253,8 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
     except Ended:
         _end(sub)  # the candidate's full answer says why (a failure, a refused result, a check)
         raise Rejected(["result_forgery"], "an audited call was answered out of turn") from None
+    except CandidateGone as gone:  # no answer within its limit (timeout), or its process ended (crash)
+        raise AuditFailed(sub.gone(gone), True) from None
     except (Rejected, Unaudited):
         _end(sub, quiet=True)
         raise
@@ -310,15 +313,17 @@ def calibration(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplac
     the candidate's harness around the call (reading ``go``, storing a returned output, answering), measured
     per workload against the job's null candidate on the same slots, inputs and convention."""
     ctx = sub.ctx
-    if ctx.dev.type != "cuda":
-        null = sub.null_partner()
-        audit = run(null, uuid, draw, shapes, inplace, Calibration(0.0, 0.0), None, 12)
-        xs = audit.trusted_ms
-        return Calibration(overhead_ms=center(xs, "cpu"), spread_ms=_spread(xs, "cpu"))
-    key = (str(ctx.dev), str(sub.isolation))
-    if key not in _CALIBRATED:
-        _CALIBRATED[key] = calibrate(ctx, sub.new_null_partner)
-    return _CALIBRATED[key]
+    try:
+        if ctx.dev.type != "cuda":
+            null = sub.null_partner()
+            xs = run(null, uuid, draw, shapes, inplace, Calibration(0.0, 0.0), None, 12).trusted_ms
+            return Calibration(overhead_ms=center(xs, "cpu"), spread_ms=_spread(xs, "cpu"))
+        key = (str(ctx.dev), str(sub.isolation))
+        if key not in _CALIBRATED:
+            _CALIBRATED[key] = calibrate(ctx, sub.new_null_partner)
+        return _CALIBRATED[key]
+    except AuditFailed as failed:  # the null candidate's failure is not the solution's
+        raise Unaudited(f"the null candidate did not answer: {failed.failed.get('message')}") from None
 
 
 def audit_calls(samples_ms: list[float], kind: str) -> int:

@@ -149,16 +149,17 @@ class GpuAudit:
         torch = self.torch
         end = torch.cuda.Event()
         end.record(self.stream)
-        deadline = time.monotonic() + max(1.0, self.sub._left_s())
-        pause = 1e-5
-        while not end.query():
-            if time.monotonic() > deadline:
-                rescue = torch.cuda.Stream(self.dev)
-                memops.write(rescue, self.done, k + 1)
-                self.stream.synchronize()
-                raise Unaudited("an audited call did not end within the candidate's time limit")
-            time.sleep(pause)
-            pause = min(2 * pause, 1e-3)
+        with self.sub.waiting() as left_s:
+            deadline = time.monotonic() + max(1.0, left_s)
+            pause = 1e-5
+            while not end.query():
+                if time.monotonic() > deadline:
+                    rescue = torch.cuda.Stream(self.dev)
+                    memops.write(rescue, self.done, k + 1)
+                    self.stream.synchronize()
+                    raise Unaudited("an audited call did not end within the candidate's time limit")
+                time.sleep(pause)
+                pause = min(2 * pause, 1e-3)
 
     def finish(self, audit, warm: int) -> None:
         pass

@@ -94,7 +94,8 @@ def _check_reply(sub, reply, gone, kinds: list[str], sent: float, received: floa
 
 
 def _recheck_round(tr, kinds: list[str], seeds: list[int], rng, cuda: bool, inplace: list[int],
-                   recheck: Callable[[list[Any], list[Any], list[Any]], tuple[str, str] | None], ph) -> int:
+                   recheck: Callable[[list[Any], list[Any], list[Any]], tuple[str, str] | None], ph,
+                   elements: int = 0) -> int:
     """Every timed call of the round left an output in its slot, and the calls picked from the trusted side's
     secret pass their re-check; raises ``Rejected`` otherwise. Returns how many calls were re-checked."""
     timed_calls = [k for k, kind in enumerate(kinds) if kind != "warm"]
@@ -103,7 +104,7 @@ def _recheck_round(tr, kinds: list[str], seeds: list[int], rng, cuda: bool, inpl
         raise Rejected(["output_recheck"], f"timed call {missing[0]} of a round of {len(kinds)} left no output "
                                            "in its slot", failure={"draw": "timed", "seed": seeds[missing[0]]})
     count = 0
-    for k in picks(rng, timed_calls, cuda):
+    for k in picks(rng, timed_calls, cuda, elements):
         after = tr.inputs_after(k)
         with ph("timing.recheck"):
             bad = recheck(tr.outputs_of(k) + [after[i] for i in inplace], tr.pristine[k], after)
@@ -121,6 +122,7 @@ def time_remote(sub, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int],
     ctx = sub.ctx
     cuda = ctx.dev.type == "cuda"
     shapes = ctx.out_shapes(axes)
+    elements = sum(math.prod(s) for s, _ in shapes)
     probe = draw(ctx.seed_for(uuid, TIMING_DRAWS))
     in_bytes = sum(nbytes_of(x) for x in probe)
     n = ring_mod.capacity(in_bytes + sum(nbytes_for(s, d) for s, d in shapes), ctx.dev, in_bytes)
@@ -152,7 +154,7 @@ def time_remote(sub, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int],
             reply, gone = sub._exchange(dict(base_msg(), op="time", kinds=kinds), "timed")
             received = time.monotonic()
         _check_reply(sub, reply, gone, kinds, sent, received)
-        rechecked[0] += _recheck_round(tr, kinds, seeds, rng, cuda, inplace, recheck, ph)
+        rechecked[0] += _recheck_round(tr, kinds, seeds, rng, cuda, inplace, recheck, ph, elements)
         samples = list(reply.samples_ms)
         gaps = wide_gaps(samples, list(reply.event_ms)) if reply.method == "cupti" else 0
         expected = "wall_clock" if not cuda else ("cupti", "cuda_events")

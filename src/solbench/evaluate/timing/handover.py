@@ -10,8 +10,10 @@ def hand_over(sub, k: int, s: int, m: int = 1, word: str = "ok") -> None:
 
 
 def answer(sub, k: int, word: str) -> None:
-    """Read the candidate's ``word k`` (``queued``: a GPU group's calls are enqueued; ``ok``: the calls ended)."""
-    line = sub.proc.read_line(sub._left_s())
+    """Read the candidate's ``word k`` (``queued``: a GPU group's calls are enqueued; ``ok``: the calls ended);
+    raises ``CandidateGone`` when it does not answer within what is left of its limit."""
+    with sub.waiting() as left_s:
+        line = sub.proc.read_line(left_s)
     if line != f"{word} {k}".encode():
         raise Ended(line)
 

@@ -12,6 +12,10 @@ from solbench.evaluate.integrity import kernel_origin
 
 #: re-checked calls per round, picked at random among the round's timed calls, the round's last one beside
 RECHECKS_GPU = 5
+#: on the CPU every timed call is re-checked while a workload's outputs hold fewer elements than this; larger ones
+#: are picked like the GPU's (a re-check of 67 million elements costs seconds on the CPU: the reference, its
+#: float64 anchor and the comparison)
+RECHECK_ALL_BELOW = 1 << 22
 
 
 @dataclass
@@ -58,12 +62,12 @@ class Rejected(Exception):
         self.failure = failure
 
 
-def picks(rng: random.Random, calls: list[int], cuda: bool) -> list[int]:
-    """Which of a round's timed calls are re-checked: on the CPU all of them, on the GPU ``RECHECKS_GPU`` at
-    random and the round's last one."""
+def picks(rng: random.Random, calls: list[int], cuda: bool, elements: int = 0) -> list[int]:
+    """Which of a round's timed calls are re-checked: on the CPU all of them for outputs of fewer than
+    ``RECHECK_ALL_BELOW`` ``elements``, otherwise ``RECHECKS_GPU`` at random and the round's last one."""
     if not calls:
         return []
-    if not cuda or len(calls) <= RECHECKS_GPU + 1:
+    if (not cuda and elements < RECHECK_ALL_BELOW) or len(calls) <= RECHECKS_GPU + 1:
         return list(calls)
     chosen = set(rng.sample(calls[:-1], RECHECKS_GPU))
     chosen.add(calls[-1])

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from solbench.evaluate.boundary import protocol
 from solbench.evaluate.boundary.calls import as_list, copied, cuda_healthy, short_traceback
@@ -118,7 +119,10 @@ class RemoteSubject:
         self.import_codes: list[str] = []
         self.log_path = ctx.workdir / ("null-candidate.log" if subject.get("null") else "candidate.log")
         self.timed_out = False  # a request of this subject ran out of its workload's limit
-        self.deadline: float | None = None  # monotonic time the current workload's limit ends (``limits``)
+        #: the current workload's time limit (``limits``) and what the candidate has used of it: the time the
+        #: trusted side waited for its process (calls, hand-overs, audited brackets), not its own work between
+        self.budget_s: float | None = None
+        self.used_s = 0.0
 
     # the process --------------------------------------------------------------------------------------
     def start(self) -> str | None:
@@ -209,17 +213,39 @@ class RemoteSubject:
         pass
 
     def limit(self, seconds: float) -> None:
-        """The current workload's time limit starts now: every request gets what is left of it."""
-        self.deadline = time.monotonic() + seconds
+        """The current workload's time limit starts now: every wait for the candidate gets what is left of it. The
+        trusted side's own work between waits (input draws, the reference, comparisons, re-checks) is not the
+        candidate's time: a workload whose checks take long on a large output does not time its solution out."""
+        self.budget_s, self.used_s = seconds, 0.0
 
     def _left_s(self) -> float:
-        if self.deadline is None:
+        if self.budget_s is None:
             return float(self.ctx.job.get("workload_timeout_s") or 120)
-        return max(0.5, self.deadline - time.monotonic())
+        return max(0.5, self.budget_s - self.used_s)
+
+    @contextmanager
+    def waiting(self) -> Iterator[float]:
+        """A wait for the candidate's process, given what is left of the limit; its time is charged to it."""
+        t0 = time.monotonic()
+        try:
+            yield self._left_s()
+        finally:
+            self.used_s += time.monotonic() - t0
+
+    def gone(self, gone) -> dict[str, Any]:
+        """The verdict update for a process that did not answer (``CandidateGone``); it is stopped, and the next
+        workload gets a fresh one."""
+        self.stop()
+        self.restarts += 1
+        if gone.why == "timeout":
+            self.timed_out = True
+            return {"verdict": "timeout", "reasons": ["timeout"],
+                    "message": f"{gone.detail} (the workload's time limit)"}
+        return {"verdict": "runtime_error", "reasons": ["crash"], "message": gone.detail}
 
     def end(self) -> None:
         self._drop_arena()
-        self.deadline = None
+        self.budget_s = None
 
     def _drop_arena(self) -> None:
         if self.arena is not None:
@@ -252,15 +278,10 @@ class RemoteSubject:
                 return None, {"verdict": "runtime_error", "reasons": ["restart_failed"], "message": error}
         msg = dict(msg, arena_id=self.arena_id, arena=self.arena.handle, nonce=protocol.nonce())
         try:
-            raw, alone = self.proc.request(msg, self._left_s())
+            with self.waiting() as left_s:
+                raw, alone = self.proc.request(msg, left_s)
         except CandidateGone as gone:
-            self.stop()
-            self.restarts += 1
-            if gone.why == "timeout":
-                self.timed_out = True
-                return None, {"verdict": "timeout", "reasons": ["timeout"],
-                              "message": f"{gone.detail} (the workload's time limit)"}
-            return None, {"verdict": "runtime_error", "reasons": ["crash"], "message": gone.detail}
+            return None, self.gone(gone)
         try:
             reply = protocol.accept(raw, expected, msg["nonce"], alone)
         except protocol.Forged as forged:

@@ -9,7 +9,10 @@ where ``t_ref`` is the wall time of one call of the trusted reference on the wor
 trusted worker before the candidate's first call, on a draw of its own). The compile allowance is also the floor:
 a Triton solution compiles, and may autotune, on each workload's first call. ``MULTIPLE`` lets a candidate
 take about 40 calls (correctness draws, repeat, ghost replay, timing) at 50 times the reference's time each.
-The limit covers the whole workload: every request to the candidate's process gets what is left of it.
+The limit covers the whole workload's candidate time: every wait for the candidate's process (a call, an audit's
+hand-over) gets what is left of it and uses it up; the trusted side's own work between the waits (input draws, the
+reference and its float64 anchor, comparisons, re-checks) does not, since on a large output it can take longer
+than the solution.
 
 An interpreted run (a Triton kernel through Triton's interpreter on the CPU) executes every program of its grid
 in Python, one numpy operation at a time, so its calls are slower than the native reference's by a factor that

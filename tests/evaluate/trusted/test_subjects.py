@@ -1,0 +1,72 @@
+"""A candidate's time limit (evaluate/trusted/subjects.py) counts its own time only: what the trusted side waits
+for its process, not the trusted side's work between the waits (input draws, the reference, comparisons,
+re-checks), which on a large output can take longer than the solution itself."""
+
+from __future__ import annotations
+
+from solbench.evaluate.trusted import subjects
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_only_the_waits_for_the_candidate_draw_on_its_limit(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(subjects.time, "monotonic", clock)
+    sub = subjects.RemoteSubject.__new__(subjects.RemoteSubject)  # the accounting alone: no process
+    sub.budget_s, sub.used_s = None, 0.0
+    sub.limit(10.0)
+    clock.now += 100.0  # the trusted side's own work: comparisons, re-checks
+    assert sub._left_s() == 10.0
+    with sub.waiting() as left:
+        assert left == 10.0
+        clock.now += 4.0  # the candidate's call
+    assert sub._left_s() == 6.0
+    with sub.waiting():
+        clock.now += 30.0
+    assert sub._left_s() == 0.5  # never below half a second: a last request still gets an answer or a timeout
+
+
+def test_the_audits_hand_over_waits_on_what_is_left_of_the_limit():
+    """The audit's hand-over (timing/handover.py) reads the candidate's answer within what is left of its limit,
+    and charges the wait to it."""
+    from contextlib import contextmanager
+
+    from solbench.evaluate.timing.handover import answer
+
+    seen = []
+
+    class Proc:
+        def read_line(self, timeout_s):
+            seen.append(timeout_s)
+            return b"ok 5"
+
+    class Sub:
+        proc = Proc()
+
+        @contextmanager
+        def waiting(self):
+            seen.append("charged")
+            yield 3.0
+
+    answer(Sub(), 5, "ok")
+    assert seen == ["charged", 3.0]
+
+
+def test_a_process_gone_is_a_verdict_with_one_line():
+    from solbench.evaluate.isolation.sandbox import CandidateGone
+
+    sub = subjects.RemoteSubject.__new__(subjects.RemoteSubject)
+    sub.proc, sub.restarts, sub.timed_out, sub.arena, sub._null = None, 0, False, None, None
+    sub.budget_s, sub.used_s = 5.0, 0.0
+    update = sub.gone(CandidateGone("timeout", "no answer within 1 s"))
+    assert update == {"verdict": "timeout", "reasons": ["timeout"],
+                      "message": "no answer within 1 s (the workload's time limit)"}
+    assert sub.timed_out and sub.restarts == 1
+    crash = sub.gone(CandidateGone("crash", "the candidate's process ended (signal 9)"))
+    assert crash["verdict"] == "runtime_error" and crash["reasons"] == ["crash"] and sub.restarts == 2

@@ -436,3 +436,30 @@ def test_unit_roundoff_follows_the_arithmetic():
     assert unit_roundoff(torch.float32, tolerance_for("float32", tf32=True)) == 2.0 ** -11
     layered = tolerance_for("float32", Tolerance(unit_roundoff=2.0 ** -8))
     assert unit_roundoff(torch.float32, layered) == 2.0 ** -8
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_chunks_give_the_statistics_of_the_whole_output(dtype, monkeypatch):
+    """The CPU reads an output in chunks (verdict/elementwise.py): counts, maxima, NaN/Inf and the worst element
+    (the first of the largest excess, a NaN or an infinite one before any finite) are those of one pass."""
+    from solbench.evaluate.verdict import elementwise as ew
+
+    gen = torch.Generator().manual_seed(3)
+    anchor = torch.randn(4001, generator=gen, dtype=torch.float64) * 10
+    ref = anchor.to(dtype).to(torch.float64)
+    got = (anchor + torch.randn(4001, generator=gen, dtype=torch.float64) * 1e-3).to(dtype)
+    anchor[[5, 900]] = float("inf")
+    got[[5, 1200, 3999]] = float("inf")  # equal to the anchor at 5; infinite where it is finite at 1200 and 3999
+    anchor[2500] = float("nan")
+    got[[17, 3000]] = float("nan")
+    spread = torch.rand(4001, generator=gen, dtype=torch.float64)
+    for s in (None, spread):
+        monkeypatch.setattr(ew, "CPU_CHUNK", 1 << 30)
+        whole = ew.elementwise(got, ref, anchor, 1e-5, 1e-4, s, 0.5)
+        for chunk in (1, 7, 1000, 4000):
+            monkeypatch.setattr(ew, "CPU_CHUNK", chunk)
+            part = ew.elementwise(got, ref, anchor, 1e-5, 1e-4, s, 0.5)
+            for k in ("n", "n_ok", "bad_special", "max_abs", "max_rel", "worst_i", "worst", "anchor_nonzero",
+                      "got_nonzero"):
+                assert repr(getattr(part, k)) == repr(getattr(whole, k)), (chunk, k)  # repr: NaN equals NaN
+    assert whole.bad_special == 4 and whole.n == 4001

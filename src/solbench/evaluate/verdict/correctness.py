@@ -58,6 +58,7 @@ from typing import Any, Callable
 
 import torch
 
+from solbench.evaluate.verdict.elementwise import elementwise
 from solbench.problems.definition import Tolerance
 
 DEFAULT_TOLERANCE: dict[str, Tolerance] = {
@@ -166,37 +167,16 @@ def compare_output(name: str, got: Any, ref: Any, anchor: Any, dtype: torch.dtyp
                          worst={"output": name, "index": _unravel(idx, got.shape),
                                 "got": got.flatten()[idx].item(), "expected": ref.flatten()[idx].item()})
         return Check()
-    # the errors of a 16- or 8-bit output are exact enough in fp32 (24 mantissa bits against at most 11), at half
-    # the memory traffic of fp64 over outputs of hundreds of millions of elements; wider outputs use fp64
-    wide = torch.float64 if got.dtype.itemsize >= 4 else torch.float32
-    g = got.to(wide)
-    a = anchor.to(wide) if isinstance(anchor, torch.Tensor) else ref.to(wide)
-    r = ref.to(wide)
-    finite_anchor = torch.isfinite(a)
-    bad_special = (~torch.isfinite(g)) & finite_anchor
-    err = (g - a).abs()
-    # a NaN where the anchor is finite is an infinite error (a NaN error would vanish from every max() below)
-    err = torch.where(finite_anchor, err.nan_to_num(nan=float("inf")),
-                      torch.where(g.eq(a) | (g.isnan() & a.isnan()), 0.0, float("inf")))
-    allowed = (tol.atol or 0.0) + (tol.rtol or 0.0) * a.abs() + 2.0 * (r - a).abs().nan_to_num(0.0, 0.0, 0.0)
-    if spread is not None:
-        allowed = allowed + slack * spread.to(device=allowed.device, dtype=wide)
-    ok = err <= allowed
-    n_ok, n_all = int(ok.sum()), ok.numel()  # counted exactly: a float mean of 16M ones can round below 1.0
-    ratio = n_ok / n_all
-    flat_err = err.flatten()
-    worst_i = int(torch.argmax(torch.where(torch.isfinite(flat_err), flat_err - allowed.flatten(), torch.full_like(flat_err, float("inf")))))
-    max_abs = float(flat_err.max())
-    rel = (err / a.abs().clamp_min(1e-12))
-    max_rel = float(rel.max())
-    worst = {"output": name, "index": _unravel(worst_i, got.shape),
-             "got": float(g.flatten()[worst_i]), "expected": float(a.flatten()[worst_i]),
-             "allowed": float(allowed.flatten()[worst_i])}
+    st = elementwise(got, ref, anchor, tol.atol or 0.0, tol.rtol or 0.0, spread, slack)
+    n_ok, n_all, max_abs, max_rel = st.n_ok, st.n, st.max_abs, st.max_rel
+    ratio = n_ok / n_all  # counted exactly: a float mean of 16M ones can round below 1.0
+    worst = {"output": name, "index": _unravel(st.worst_i, got.shape), "got": st.worst[0], "expected": st.worst[1],
+             "allowed": st.worst[2]}
     kw = dict(max_abs_err=max_abs, max_rel_err=max_rel, worst=worst)
-    if bool(bad_special.any()):
-        n = int(bad_special.sum())
-        return _fail("incorrect_numerical", f"{name}: {n} NaN/Inf values where the reference is finite", **kw)
-    if bool(a.ne(0).any()) and not bool(g.ne(0).any()):
+    if st.bad_special:
+        return _fail("incorrect_numerical", f"{name}: {st.bad_special} NaN/Inf values where the reference is finite",
+                     **kw)
+    if st.anchor_nonzero and not st.got_nonzero:
         return _fail("incorrect_numerical", f"{name}: all zeros while the reference is not", **kw)
     need = tol.matched_ratio if tol.matched_ratio is not None else 1.0
     if n_ok < math.ceil(need * n_all - 1e-9):

@@ -1,0 +1,78 @@
+"""One floating output's elementwise statistics against its anchor (``correctness.compare_output``): how many
+elements pass the test, NaN/Inf where the anchor is finite, the largest absolute and relative errors and the worst
+element.
+
+On the CPU the output is read in chunks of ``CPU_CHUNK`` elements: each chunk's temporaries (a dozen of them, in
+float64 for 32-bit outputs) stay in the processor's caches instead of streaming through memory once per operation,
+and the comparison's memory stays a few megabytes over outputs of hundreds of millions of elements. On the GPU the
+output is one chunk (each operation is one kernel). The statistics are the same either way: counts add up, maxima
+take the larger, and the worst element is the first of the largest excess over its allowance, as ``argmax`` over
+the whole output would pick it (a NaN excess first, then an infinite one).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+CPU_CHUNK = 1 << 18
+
+
+@dataclass
+class Stats:
+    n: int = 0
+    n_ok: int = 0
+    bad_special: int = 0  # NaN/Inf in the output where the anchor is finite
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    worst_i: int = 0  # flat index of the worst element
+    worst: tuple[float, float, float] | None = None  # its value, the anchor's, what it was allowed
+    anchor_nonzero: bool = False
+    got_nonzero: bool = False
+    _rank: tuple[int, float] = (-1, 0.0)
+
+
+def elementwise(got: torch.Tensor, ref: torch.Tensor, anchor: Any, atol: float, rtol: float,
+                spread: torch.Tensor | None, slack: float) -> Stats:
+    """``|got - anchor| <= atol + rtol * |anchor| + 2 * |ref - anchor| (+ slack * spread)`` per element (a NaN
+    where the anchor is finite is an infinite error; where the anchor is not finite the output must equal it)."""
+    # the errors of a 16- or 8-bit output are exact enough in fp32 (24 mantissa bits against at most 11), at half
+    # the memory traffic of fp64; wider outputs use fp64
+    wide = torch.float64 if got.dtype.itemsize >= 4 else torch.float32
+    flat = [got.reshape(-1), ref.reshape(-1), (anchor if isinstance(anchor, torch.Tensor) else ref).reshape(-1),
+            spread.reshape(-1) if spread is not None else None]
+    st = Stats(n=flat[0].numel())
+    step = CPU_CHUNK if got.device.type == "cpu" else max(1, st.n)
+    for lo in range(0, st.n, step):
+        g, r, a, s = (None if x is None else x[lo:lo + step] for x in flat)
+        _chunk(st, g.to(wide), r.to(wide), a.to(device=g.device, dtype=wide),
+               None if s is None else s.to(device=g.device, dtype=wide), atol, rtol, slack, lo)
+    return st
+
+
+def _chunk(st: Stats, g: torch.Tensor, r: torch.Tensor, a: torch.Tensor, s: torch.Tensor | None, atol: float,
+           rtol: float, slack: float, offset: int) -> None:
+    finite_anchor = torch.isfinite(a)
+    st.bad_special += int(((~torch.isfinite(g)) & finite_anchor).sum())
+    err = torch.where(finite_anchor, (g - a).abs_().nan_to_num_(nan=float("inf")),
+                      torch.where(g.eq(a) | (g.isnan() & a.isnan()), 0.0, float("inf")))
+    # in the order of atol + rtol * |a| + 2 * |r - a| + slack * s, so that every sum rounds as it always has
+    allowed = a.abs().mul_(rtol).add_(atol).add_((r - a).abs_().nan_to_num_(0.0, 0.0, 0.0).mul_(2.0))
+    if s is not None:
+        allowed.add_(s.mul(slack))
+    st.n_ok += int((err <= allowed).sum())
+    excess = torch.where(torch.isfinite(err), err - allowed, float("inf"))
+    i = int(torch.argmax(excess))
+    k = float(excess[i])
+    rank = (2, 0.0) if math.isnan(k) else (1, 0.0) if k == math.inf else (0, k)
+    if st.worst is None or rank > st._rank:  # the first of the largest, as argmax over the whole output
+        st._rank, st.worst_i = rank, offset + i
+        st.worst = (float(g[i]), float(a[i]), float(allowed[i]))
+    st.max_abs = max(st.max_abs, float(err.max()))
+    rel = float((err / a.abs().clamp_min(1e-12)).max())
+    st.max_rel = math.nan if math.isnan(rel) or math.isnan(st.max_rel) else max(st.max_rel, rel)
+    st.anchor_nonzero = st.anchor_nonzero or bool(a.ne(0).any())
+    st.got_nonzero = st.got_nonzero or bool(g.ne(0).any())

@@ -111,7 +111,7 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
     jobs = [(prob, load_solution(path, prob.definition)) for prob, path in selected]
     mine, theirs = build_pool.split_cores(build_pool.available_cores())
     workers = len(theirs) if build_jobs is None else build_jobs
-    builds = build_pool.solution_builds(jobs, dev, store) if workers else []
+    builds = build_pool.solution_builds(jobs, dev, store) if workers else [None] * len(jobs)
     workers = min(workers, sum(b is not None for b in builds))
     before = build_pool.available_cores()
     evaluations = []

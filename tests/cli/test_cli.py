@@ -205,6 +205,17 @@ def test_eval_of_a_sol_execbench_problem_with_a_triton_reference(tmp_path):
     assert ev["verdict"] == "passed" and ev["problem"] == "triton_axpby_relu"
 
 
+def test_run_in_turn_with_and_without_a_build_pool(tmp_path):
+    """``run`` without ``--jobs`` evaluates one solution after another (the README's main job): on a host too
+    small for a build pool, and with ``--build-jobs`` asking for one where nothing needs a build."""
+    for extra in ((), ("--build-jobs", "2")):
+        res = solbench("run", "--problem", "silu_and_mul", "--language", "triton", "--check-only", "--device",
+                       "cpu", "--db", str(tmp_path / "r.db"), "--json", *extra)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
+        evs = json.loads(res.stdout[res.stdout.index("["):])
+        assert [(e["problem"], e["verdict"]) for e in evs] == [("silu_and_mul", "passed")]
+
+
 def test_run_selects_a_language_and_checks_side_by_side(tmp_path):
     """``run --language L --check-only --jobs N``: one language's examples, correctness only, in processes of
     their own; ``--jobs`` without ``--check-only`` and an unknown baseline are one-line errors."""

@@ -69,7 +69,7 @@ class BuildPool:
     def ready(self, i: int, timeout: float | None = None) -> Any:
         """Job ``i``'s build, once it has ended: its result, None where the pool built nothing for it (an
         exception a build raised is left to the evaluation's own build, which meets it again and judges it)."""
-        fut = self.futures[i]
+        fut = self.futures[i] if i < len(self.futures) else None
         if fut is None:
             return None
         try:

@@ -237,7 +237,8 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
             m = engine.group
             seeds = [ctx.seed_for(uuid, AUDIT_DRAWS + first_draw + drawn + j) for j in range(m)]
             inputs = [probe if drawn == j == 0 else draw(seed) for j, seed in enumerate(seeds)]
-            outs, after, ms = engine.call(k, drawn % slots.layout.n, inputs, values[k])
+            with ctx.phases("timing.audit.bracket"):  # the hand-over, the calls and the copies in and out
+                outs, after, ms = engine.call(k, drawn % slots.layout.n, inputs, values[k])
             drawn += m
             if ms is None:
                 audit.late += 1
@@ -248,8 +249,9 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
                 own[m] = engine.own_ms(probe, m)
             audit.own_ms, audit.group, audit.calls = own[m], min(audit.group, m), audit.calls + m
             audit.trusted_ms.append((ms - own[m] - calib.overhead_ms) / m - calib.call_ms)
-            for j, seed in enumerate(seeds):  # every audited call left all of its output by its end
-                check(outs[j], inputs[j], after[j], seed, m)
+            with ctx.phases("timing.audit.check"):
+                for j, seed in enumerate(seeds):  # every audited call left all of its output by its end
+                    check(outs[j], inputs[j], after[j], seed, m)
     except Ended:
         _end(sub)  # the candidate's full answer says why (a failure, a refused result, a check)
         raise Rejected(["result_forgery"], "an audited call was answered out of turn") from None
@@ -374,7 +376,8 @@ def _look(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: lis
     try:
         if look:
             _CALIBRATED.pop((str(ctx.dev), str(sub.isolation)), None)
-        calib = calibration(sub, uuid, draw, shapes, inplace)
+        with ctx.phases("timing.audit.calibration"):
+            calib = calibration(sub, uuid, draw, shapes, inplace)
         with ctx.phases("timing.audit"):
             audit = run(sub, uuid, draw, shapes, inplace, calib, recheck, n,
                         statistics.median(samples_ms) if samples_ms else 0.0, first_draw=look * LOOK_DRAWS)

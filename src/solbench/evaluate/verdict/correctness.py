@@ -29,7 +29,8 @@ needed at most 1.1 * u * S beyond the plain test (blocked, split-K, strided, seq
 products to bf16, fp16 or TF32 needed at least 1,000 * u * S on the products and 30 * u * S on those row sums.
 Where a downgrade's error falls under the slack, it is as accurate as fp32 summation itself on that element
 (3xBF16 products, about 16 bits per operand, passed at K = 1000 about half the time with the sketch's draws
-clipped at 10^3; fp16 inputs to row sums of some 10^5 terms and more), and the plain test still governs every element without cancellation.
+clipped at 10^3; fp16 inputs to row sums of some 10^5 terms and more), and the plain test still governs every
+element without cancellation.
 
 S is the sum of magnitudes for a sum, twice |a| @ |b| for a product, |x * exp(x)| for exp, and follows any
 reference without knowing its formula: it is estimated on the trusted side from the reference itself, in
@@ -272,8 +273,8 @@ def conditioning(anchor_of: Callable[[list[Any]], list[Any]], given: list[Any], 
 
 
 class Sketch:
-    """The conditioning estimate of every output, its draws kept so that more of them can be added: the same
-    fixed seed: ``spreads(n)`` is the estimate from the first ``n`` draws (or all drawn, where more were)."""
+    """The conditioning estimate of every output, its draws kept so that more can be added (from the same fixed
+    seed): ``spreads(n)`` is the estimate from the first ``n`` draws, or from all drawn where more were."""
 
     def __init__(self, anchor_of: Callable[[list[Any]], list[Any]], given: list[Any], anchors: list[Any],
                  modes: list[dict | None]):

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -182,3 +184,25 @@ def test_a_sandbox_that_cannot_be_built_says_why(tmp_path):
     proc.wait()
     os.close(status)
     assert line.startswith("error the agent's sandbox:") and "missing" in line
+
+
+@needs_namespaces
+def test_the_agent_cannot_write_a_file_past_its_limit_or_dump_core(tmp_path):
+    """The agent gets a candidate's rlimits that an agent's runtime tolerates: no core dump, and no file larger
+    than the spec's ``max_file_bytes`` (here 1 MiB: writing 2 MiB fails)."""
+    box, run = tmp_path / "box", tmp_path / "run"
+    (box / "ws").mkdir(parents=True)
+    run.mkdir()
+    code = ("import resource, sys; print(resource.getrlimit(resource.RLIMIT_CORE), flush=True); "
+            "open('big', 'wb').write(b'x' * (2 << 20))")
+    spec = {"box": str(box), "run": str(run), "workspace": str(box / "ws"), "argv": [sys.executable, "-c", code],
+            "env": {"PATH": os.environ.get("PATH", "")}, "hidden": [], "readable": [], "port": jail.PORT,
+            "api": None, "max_file_bytes": 1 << 20}
+    proc, status = jail.start(spec, subprocess.PIPE, subprocess.PIPE)
+    assert jail.read_status(status, 60) == "ready"
+    end = jail.read_status(status, 120)
+    out, err = proc.communicate(timeout=60)
+    os.close(status)
+    # a process that ignores SIGXFSZ (Python does) gets EFBIG from the write instead of the signal
+    assert end == f"exit {-signal.SIGXFSZ}" or (end == "exit 1" and b"File too large" in err), (end, err[-2000:])
+    assert b"(0, 0)" in out and (box / "ws" / "big").stat().st_size <= 1 << 20

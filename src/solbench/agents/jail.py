@@ -13,8 +13,9 @@ user, mount, network and PID namespaces, brings up the loopback interface of its
    and an empty file over every hidden file inside a directory shown read-only (a daemon's socket);
 3. listens on ``127.0.0.1:PORT`` of its own network namespace and relays every connection to the model proxy's
    Unix socket in the run directory (the network namespace has no other interface: nothing else is reachable);
-4. makes itself undumpable, drops every capability, then forks the agent, which starts a session of its own and
-   executes the agent's command with the environment it is given;
+4. makes itself undumpable, drops every capability, then forks the agent, which starts a session of its own,
+   takes a candidate's rlimits on core dumps and file size (``_limit``) and executes the agent's command with the
+   environment it is given;
 5. reaps whatever ends, and when the agent ends, reports its exit status and exits: the kernel then kills every
    process left in the PID namespace, the agent's daemonised (``setsid``) children included.
 
@@ -48,6 +49,8 @@ SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt",
 SOCKET_DIRS = ("/dev", "/etc", "/opt")
 PR_SET_DUMPABLE = 4
 _TMPFS = b"size=256m,mode=1777"
+#: the largest file the agent may write (RLIMIT_FSIZE, as a candidate's); ``max_file_bytes`` in the spec overrides
+MAX_FILE_BYTES = 4 << 30
 
 
 class SandboxError(RuntimeError):
@@ -294,12 +297,23 @@ def _exec(spec: dict, keep: tuple[int, ...]) -> None:
             if fd not in keep:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        _limit(int(spec.get("max_file_bytes") or MAX_FILE_BYTES))
         os.chdir(spec["workspace"])
         os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
     except BaseException as e:  # noqa: BLE001 (reported on the agent's stderr, which the log keeps)
         with contextlib.suppress(OSError):
             os.write(2, f"solbench: cannot start the agent: {e}\n".encode())
     os._exit(127)
+
+
+def _limit(max_file_bytes: int) -> None:
+    """The rlimits a candidate gets that do not break an agent's runtime: no core dumps (its memory holds its
+    model key), no file larger than ``max_file_bytes``. Its memory is not limited: a runtime like Node reserves far
+    more address space than it uses, so RLIMIT_AS would stop it (the tmpfs over /tmp is bounded, 256 MB)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
 
 
 if __name__ == "__main__":

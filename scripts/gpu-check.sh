@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check, by stages: the main job on the starter suite, the GPU test set, benchmarks.
 # Usage: scripts/gpu-check.sh [stage ...]
-#   stages: tests (= fast bundled languages), cost (one solution's cost against SOL-ExecBench's CLI, side by side:
-#           needs .seb/, see docs/PERFORMANCE.md), quick (the integrity corpus, the timing, hang and tf32x3 tests, about 8 min),
+#   stages: tests (= fast bundled languages), quick (the integrity corpus, the timing, hang and tf32x3 tests, about
+#           9 min on the H200), corpus and timing (quick in two parts: the corpus, 135 tests, and the other 11),
+#           cost (one solution's cost against SOL-ExecBench's CLI, side by side: needs .seb/, docs/PERFORMANCE.md),
 #           fast (the GPU test set but the bundled examples and the languages stage's), bundled (every starter
 #           example on the GPU, baselines included), run (the main job; RUN_ARGS, e.g. "--language cuda_cpp
 #           --baselines none"), bench, ncu, calibrate, floor, start, probe,
@@ -57,6 +58,11 @@ for stage in "${stages[@]}"; do
              held_stream or side_stream or cupti or graph_time or persisting or set_aside or profiler or repeats or fault \
              or hang or tf32" tests \
              </dev/null 2>&1 | tee "$OUT/quick.txt" ;;
+    corpus) timeout ${CORPUS_LIMIT:-540} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest" \
+             tests </dev/null 2>&1 | tee "$OUT/corpus.txt" ;;
+    timing) timeout ${TIMING_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "not exploit and not \
+             honest and (held_stream or side_stream or cupti or graph_time or persisting or set_aside or profiler or \
+             repeats or fault or hang or tf32)" tests </dev/null 2>&1 | tee "$OUT/timing.txt" ;;
     bundled) timeout ${BUNDLED_LIMIT:-560} python3 -m pytest -m "gpu and bundled" -v -rfE -p no:cacheprovider tests \
              </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
     agents) { timeout ${AGENTS_LIMIT:-300} python3 -m pytest -m "gpu and agents" -v -rfE -s -p no:cacheprovider tests; \
@@ -104,11 +110,11 @@ echo "== solbench GPU check =="
 printf '%-14s %s\n' stage result
 for stage in "${stages[@]}"; do printf '%-14s %s\n' "$stage" "${status[$stage]:-skipped}"; done
 # pytest runs verbose, so a stage stopped by its time limit still shows which tests ran and how they ended
-for f in quick fast bundled agents languages select; do
+for f in quick corpus timing fast bundled agents languages select; do
   [ -f "$OUT/$f.txt" ] || continue
   n() { grep -cE "^tests/[^ ]*$1[^ ]* $2" "$OUT/$f.txt"; }  # verbose pytest: "tests/FILE::TEST OUTCOME [ n%]"
   echo "-- $f: $(n '' PASSED) passed, $(n '' FAILED) failed, $(n '' ERROR) errors, $(n '' SKIPPED) skipped"
-  [ "$f" = quick ] || [ "$f" = fast ] && echo "   exploits $(n test_exploit_is_caught PASSED) caught," \
+  [ "$f" = quick ] || [ "$f" = fast ] || [ "$f" = corpus ] && echo "   exploits $(n test_exploit_is_caught PASSED) caught," \
     "$(n test_exploit_is_caught FAILED) missed; honest $(n test_honest_solution_passes PASSED) passed," \
     "$(n test_honest_solution_passes FAILED) rejected"
   grep -E "^(FAILED|ERROR) |^INSTAFAIL |^E  |^=+ .*(passed|failed).* =+$|^(exploits caught|honest solutions passed):|^LANGUAGE " \

@@ -109,6 +109,8 @@ echo
 echo "== solbench GPU check =="
 printf '%-14s %s\n' stage result
 for stage in "${stages[@]}"; do printf '%-14s %s\n' "$stage" "${status[$stage]:-skipped}"; done
+# the main job's evaluations so far, from the database (a run stopped at its limit prints no table of its own)
+[[ " ${stages[*]} " == *" run "* ]] && [ -f "$SOLBENCH_GPU_DB" ] && python3 scripts/run_summary.py "$SOLBENCH_GPU_DB"
 # pytest runs verbose, so a stage stopped by its time limit still shows which tests ran and how they ended
 for f in quick corpus timing fast bundled agents languages select; do
   [ -f "$OUT/$f.txt" ] || continue

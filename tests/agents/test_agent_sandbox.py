@@ -195,8 +195,9 @@ def test_the_agent_cannot_write_a_file_past_its_limit_or_dump_core(tmp_path):
     run.mkdir()
     code = ("import resource, sys; print(resource.getrlimit(resource.RLIMIT_CORE), flush=True); "
             "open('big', 'wb').write(b'x' * (2 << 20))")
+    hidden, readable = jail.view_paths([])  # as an attempt's: the Python installation shown, wherever it lies
     spec = {"box": str(box), "run": str(run), "workspace": str(box / "ws"), "argv": [sys.executable, "-c", code],
-            "env": {"PATH": os.environ.get("PATH", "")}, "hidden": [], "readable": [], "port": jail.PORT,
+            "env": {"PATH": os.environ.get("PATH", "")}, "hidden": hidden, "readable": readable, "port": jail.PORT,
             "api": None, "max_file_bytes": 1 << 20}
     proc, status = jail.start(spec, subprocess.PIPE, subprocess.PIPE)
     assert jail.read_status(status, 60) == "ready"

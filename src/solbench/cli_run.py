@@ -109,11 +109,11 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
     from solbench.problems.solution import load_solution
 
     jobs = [(prob, load_solution(path, prob.definition)) for prob, path in selected]
-    mine, theirs = build_pool.split_cores(build_pool.available_cores())
+    before = build_pool.available_cores()
+    mine, theirs = build_pool.split_cores(before)
     workers = len(theirs) if build_jobs is None else build_jobs
     builds = build_pool.solution_builds(jobs, dev, store) if workers else [None] * len(jobs)
     workers = min(workers, sum(b is not None for b in builds))
-    before = build_pool.available_cores()
     evaluations = []
     try:
         if workers and theirs:

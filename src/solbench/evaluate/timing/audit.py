@@ -349,15 +349,14 @@ def confirm(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: l
     ``AuditFailed``."""
     kind = "cuda" if sub.ctx.dev.type == "cuda" else "cpu"
     n = audit_calls(samples_ms, kind)
-    seen: list[str] = []
+    forged: list[tuple[str, str]] = []  # per look that found a forgery: its time per call, why
     for look in range(LOOKS):
         outcome, why, audit, calib = _look(sub, uuid, draw, shapes, inplace, recheck, samples_ms, n, look)
         if outcome == "forged":
-            seen.append(f"{audit.median_ms:.4g} ms")
-            first = why if len(seen) == 1 else first
+            forged.append((f"{audit.median_ms:.4g} ms", why))
             continue
-        if seen and outcome != "confirmed":  # a first audit found a forgery and the second was not made
-            raise Rejected(["time_forgery"], f"{first} (a second audit could not be made: {why})")
+        if forged and outcome != "confirmed":  # a first audit found a forgery and the second was not made
+            raise Rejected(["time_forgery"], f"{forged[0][1]} (a second audit could not be made: {why})")
         record = {"audit_unconfirmed": why} if audit is None else dict(audit.record())
         record["audit_looks"] = look + 1
         if outcome == "unconfirmed" and audit is not None:
@@ -365,7 +364,8 @@ def confirm(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: l
         elif outcome == "confirmed":
             record["audit_resolution_ms"] = round(resolution(audit, calib, kind), 6)
         return record
-    raise Rejected(["time_forgery"], f"{why} (audits: {', '.join(seen)} per call, each on fresh inputs)")
+    raise Rejected(["time_forgery"], f"{why} (audits: {', '.join(ms for ms, _ in forged)} per call, each on fresh "
+                   "inputs)")
 
 
 def _look(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[int], recheck: Callable,

@@ -4,7 +4,8 @@
 #   stages: tests (= fast bundled languages), quick (the integrity corpus, the timing, hang and tf32x3 tests, about
 #           9 min on the H200), corpus and timing (quick in two parts: the corpus, 135 tests, and the other 11),
 #           cost (one solution's cost against SOL-ExecBench's CLI, side by side: needs .seb/, docs/PERFORMANCE.md),
-#           fast (the GPU test set but the bundled examples and the languages stage's), bundled (every starter
+#           profile (one solution's eval with the trusted worker under cProfile: PROFILE_ARGS, by default the
+#           Triton gelu_tanh_and_mul example), fast (the GPU test set but the bundled examples and the languages stage's), bundled (every starter
 #           example on the GPU, baselines included), run (the main job; RUN_ARGS, e.g. "--language cuda_cpp
 #           --baselines none"), bench, ncu, calibrate, floor, start, probe,
 #           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without),
@@ -95,6 +96,11 @@ for stage in "${stages[@]}"; do
                     PATH=/tmp/pybin:\$PATH /tmp/seb-site/bin/sol-execbench examples/triton/rmsnorm \
                     --solution examples/triton/rmsnorm/solution_triton.json -o $OUT/seb-rmsnorm.jsonl"; } \
              </dev/null 2>&1 | tee "$OUT/cost.txt" ;;
+    profile) # where one solution's time goes in the trusted worker (cProfile), default the Triton gelu example
+           g=src/solbench/suite/activation/gelu_tanh_and_mul
+           timeout ${PROFILE_LIMIT:-180} python3 benchmarks/worker_profile.py --db "$SOLBENCH_GPU_DB" \
+             --out "$OUT/profile.txt" ${PROFILE_ARGS:---problem $g --solution $g/solutions/triton.py} </dev/null \
+             >"$OUT/profile-log.txt" 2>&1; head -n 4 "$OUT/profile-log.txt" ;;
     calibrate) timeout 120 python3 -m solbench.cli calibrate --device cuda --db "$SOLBENCH_GPU_DB" </dev/null \
              2>&1 | tee "$OUT/calibrate.txt" ;;
     floor) timeout 120 python3 benchmarks/launch_floor.py </dev/null 2>&1 | tee "$OUT/floor.txt" ;;

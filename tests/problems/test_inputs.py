@@ -247,3 +247,58 @@ def test_a_logit_draw_keeps_every_probability_of_a_softmax():
     by_logit = torch.sort(gating, dim=-1, descending=True, stable=True).indices[:, :k]
     # the logits at the experts picked by probability are the top-k logits (ties within the router's tolerance)
     assert torch.allclose(gating.gather(-1, by_probability), gating.gather(-1, by_logit), rtol=1e-6, atol=1e-6)
+
+
+def _sets(inputs, axes, seed, count, workload_axes):
+    from solbench.problems.inputs import make_input_sets
+
+    return make_input_sets(_defn(inputs, axes), Workload(uuid="w", axes=workload_axes, inputs={}), seed, count, "cpu")
+
+
+ROLES = {
+    "x": {"shape": ["T", "H"], "dtype": "bfloat16"},
+    "v": {"shape": ["T"], "dtype": "float32"},
+    "ids": {"shape": ["T"], "dtype": "int64", "role": "index", "range": [0, "E"]},
+    "pages": {"shape": ["T", "P"], "dtype": "int32", "role": "page_table", "range": [0, 64]},
+    "probs": {"shape": ["T", "E"], "dtype": "float32", "role": "probability"},
+    "cos": {"shape": ["T", "P"], "dtype": "float32"},
+    "sin": {"shape": ["T", "P"], "dtype": "float32"},
+    "eps": {"shape": None, "dtype": "float32", "range": [1e-6, 1e-5]},
+}
+
+
+def test_one_set_is_the_draw_and_a_batch_is_reproducible():
+    one = _sets(ROLES, AXES, 5, 1, {"T": 16})[0]
+    plain = make_inputs(_defn(ROLES, AXES), Workload(uuid="w", axes={"T": 16}, inputs={}), 5, "cpu")
+    assert all(a.equal(b) if isinstance(a, torch.Tensor) else a == b for a, b in zip(one, plain))
+    a, b = _sets(ROLES, AXES, 5, 6, {"T": 16}), _sets(ROLES, AXES, 5, 6, {"T": 16})
+    assert all(x.equal(y) if isinstance(x, torch.Tensor) else x == y for s, t in zip(a, b) for x, y in zip(s, t))
+
+
+def test_the_sets_of_a_batch_differ_in_every_random_element_and_keep_their_roles():
+    """No set of a batch repeats another's values, elementwise or up to a scale, and each is a valid draw of its
+    roles (cosines and sines of one angle, probabilities that sum to 1, distinct pages, an outlier per set)."""
+    sets = _sets(ROLES, AXES, 9, 8, {"T": 16})
+    assert len(sets) == 8
+    for j, (x, v, ids, pages, probs, cos, sin, eps) in enumerate(sets):
+        assert x.shape == (16, 256) and v.shape == (16,) and pages.shape == (16, 8)
+        assert eps == sets[0][7]  # plain values are the draw's
+        assert torch.allclose(probs.sum(-1), torch.ones(16), atol=1e-5)
+        assert torch.allclose(cos ** 2 + sin ** 2, torch.ones_like(cos), atol=1e-5)
+        assert all(len(set(r.tolist())) == 8 for r in pages) and ids.max() < 64
+        assert float(x.float().abs().max()) >= 8  # every set has its outliers
+        for k in range(j):
+            y = sets[k][0].float()
+            assert not bool((v == sets[k][1]).any()), (j, k)  # no float32 element shared with another set
+            assert float((x.float() == y).float().mean()) < 0.02  # bfloat16: only chance coincidences
+            assert float((x.float() / y).std()) > 0.1  # nor the values up to a scale
+            assert not cos.equal(sets[k][5])  # per-set roles drawn per set
+
+
+def test_a_large_batch_is_drawn_in_chunks_of_bounded_memory(monkeypatch):
+    from solbench.problems import inputs
+
+    monkeypatch.setattr(inputs, "BATCH_BYTES", 16 * 256 * 4 * 3)  # three sets of x per chunk
+    chunked = _sets({"x": {"shape": ["T", "H"], "dtype": "float32"}}, AXES, 3, 7, {"T": 16})
+    assert len(chunked) == 7 and len({float(s[0].abs().sum()) for s in chunked}) == 7
+    assert chunked[6][0].shape == (16, 256)

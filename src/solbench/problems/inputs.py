@@ -181,7 +181,7 @@ def _heavy(shape, gen, device, sigma: float) -> torch.Tensor:
 
 
 def _activation(shape, gen, device, pg, u: float, scale: tuple[float, float], outlier: tuple[float, float] | None,
-                lo: float, hi: float) -> torch.Tensor:
+                lo: float, hi: float, sets: int = 1) -> torch.Tensor:
     """centre + s * heavy-tailed draw, with outlier channels and elements, clamped to [lo, hi].
 
     s = scale[0] * (scale[1] / scale[0]) ** u: log-uniform in ``scale``, at the quantile ``u`` that every
@@ -189,20 +189,21 @@ def _activation(shape, gen, device, pg, u: float, scale: tuple[float, float], ou
     model). A few channels along the last axis are amplified so that their typical magnitude is log-uniform in
     ``outlier`` (never below the bulk's), as in the outlier features of LLM hidden states; a few isolated
     elements are set to +-log-uniform(``outlier``). The channels and elements are drawn per input (``pg``);
-    ``outlier=None`` draws neither (logits).
+    ``outlier=None`` draws neither (logits). ``sets`` > 1: ``shape`` leads with the sets of a batch
+    (``make_input_sets``), which share the channels, and the elements are as dense in each set as in one draw.
     """
     centre = (lo + hi) / 2 if math.isfinite(lo) and math.isfinite(hi) else 0.0
     s = scale[0] * (scale[1] / scale[0]) ** u
     x = _heavy(shape, gen, device, 0.5).mul_(s)
     numel = x.numel()
-    if outlier is not None and len(shape) >= 2 and shape[-1] >= 8 and numel:
+    if outlier is not None and len(shape) - (sets > 1) >= 2 and shape[-1] >= 8 and numel:
         dim = shape[-1]
         idx = torch.unique(torch.randint(dim, (1 + dim // OUTLIER_CHANNELS_PER,), generator=pg))
         gain = torch.ones(dim, dtype=torch.float64)
         gain[idx] = (_loguniform(pg, *outlier, len(idx)) / s).clamp_min(1.0)
         x.mul_(gain.to(device=device, dtype=torch.float32))
     if outlier is not None and numel:
-        idx = torch.unique(torch.randint(numel, (1 + numel // OUTLIER_ELEMENTS_PER,), generator=pg))
+        idx = torch.unique(torch.randint(numel, (sets * (1 + numel // sets // OUTLIER_ELEMENTS_PER),), generator=pg))
         sign = torch.randint(0, 2, (len(idx),), generator=pg, dtype=torch.float64) * 2 - 1
         vals = sign * _loguniform(pg, *outlier, len(idx))
         x.view(-1)[idx.to(device)] = vals.to(device=device, dtype=torch.float32)
@@ -222,12 +223,21 @@ def _block_table(spec: TensorSpec, shape: tuple[int, ...], axes: dict[str, int],
     return torch.randperm(hi - lo, generator=gen, device=gen.device)[:need].reshape(shape) + lo
 
 
+#: roles whose draw is not elementwise over a batch of sets: each set of a batch is drawn on its own
+PER_SET_ROLES = frozenset({"rope_cos", "rope_sin", "block_table", "page_table"})
+
+
 def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dict[str, int],
-                  gen: torch.Generator, device: torch.device, angle_seed: int) -> torch.Tensor:
+                  gen: torch.Generator, device: torch.device, angle_seed: int, sets: int = 1) -> torch.Tensor:
     """One input's draw. ``gen`` (on ``device``) gives the bulk values; the per-draw parameters come from a CPU
     generator seeded from (``angle_seed``, ``name``): the whole draw is a function of (definition, workload, seed,
-    device), a few elementwise torch ops per tensor, with no Python loop over elements."""
+    device), a few elementwise torch ops per tensor, with no Python loop over elements. ``sets`` > 1: the
+    tensor of a batch, shape (sets, *shape), whose sets share the per-draw parameters."""
     role = infer_role(name, spec)
+    if sets > 1 and role in PER_SET_ROLES:
+        return torch.stack([random_tensor(name, spec, shape, axes, gen, device, _set_seed(angle_seed, j))
+                            for j in range(sets)])
+    shape = (sets, *shape) if sets > 1 else shape
     dtype = torch_dtype(spec.dtype)
     if spec.dtype in INTEGER or role in ("index", "length", "page_table", "block_table"):
         return _integer(role, spec, shape, axes, gen, device, dtype)
@@ -239,7 +249,7 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
         return (torch.rand(shape, generator=gen, device=device) < 0.5).to(dtype)
     if role in ("rope_cos", "rope_sin"):
         return _rope(role, shape, device, dtype, angle_seed)
-    x = _floating(name, role, spec, shape, axes, gen, device, angle_seed)
+    x = _floating(name, role, spec, shape, axes, gen, device, angle_seed, sets)
     if spec.dtype in FLOAT8 and role not in ("scale",):
         lo, hi = _range(spec, axes, (-2.0, 2.0)) if role == "activation" else (-448.0, 448.0)
         x = x.clamp(lo, hi)
@@ -268,14 +278,15 @@ def _integer(role: str, spec: TensorSpec, shape: tuple[int, ...], axes: dict[str
 
 def _rope(role: str, shape: tuple[int, ...], device: torch.device, dtype: torch.dtype,
           angle_seed: int) -> torch.Tensor:
-    """RoPE's cosines or sines at random positions."""
+    """RoPE's cosines or sines at random positions: the positions from a CPU generator, the table computed on
+    ``device`` (in float64)."""
     # angles depend only on angle_seed so cos and sin of one draw agree
     g = torch.Generator(device="cpu").manual_seed(angle_seed)
     rows = shape[0] if len(shape) > 1 else 1
     dim = shape[-1]
-    pos = torch.randint(0, 8192, (rows, 1), generator=g).to(torch.float64)
+    pos = torch.randint(0, 8192, (rows, 1), generator=g).to(device=device, dtype=torch.float64)
     half = (dim + 1) // 2
-    inv = 10000.0 ** (-torch.arange(half, dtype=torch.float64) * 2 / max(dim, 2))
+    inv = 10000.0 ** (-torch.arange(half, dtype=torch.float64, device=device) * 2 / max(dim, 2))
     ang = pos * inv
     if dim != half:
         ang = torch.cat([ang, ang], dim=-1)[:, :dim]
@@ -285,7 +296,7 @@ def _rope(role: str, shape: tuple[int, ...], device: torch.device, dtype: torch.
 
 
 def _floating(name: str, role: str, spec: TensorSpec, shape: tuple[int, ...], axes: dict[str, int],
-              gen: torch.Generator, device: torch.device, angle_seed: int) -> torch.Tensor:
+              gen: torch.Generator, device: torch.device, angle_seed: int, sets: int = 1) -> torch.Tensor:
     """A floating role's draw in float32, before the dtype's clamp."""
     pg = _params(angle_seed, name)
     if role == "weight":
@@ -325,13 +336,13 @@ def _floating(name: str, role: str, spec: TensorSpec, shape: tuple[int, ...], ax
             half = (hi - lo) / 2
             outlier = (half * RANGED_OUTLIER[0], half * RANGED_OUTLIER[1])
             x = _activation(shape, gen, device, pg, u, (half * RANGED_SCALE[0], half * RANGED_SCALE[1]),
-                            None if is_logits(name) else outlier, lo, hi)
+                            None if is_logits(name) else outlier, lo, hi, sets)
         else:
             cap = min(ACTIVATION_CAP.get(spec.dtype, math.inf), LOGIT_CAP if is_logits(name) else math.inf)
             attention = is_attention_operand(name)
             x = _activation(shape, gen, device, pg, u, ATTENTION_SCALE if attention else ACTIVATION_SCALE,
                             None if is_logits(name) else ATTENTION_OUTLIER if attention else ACTIVATION_OUTLIER,
-                            -cap, cap)
+                            -cap, cap, sets)
     return x
 
 
@@ -353,33 +364,78 @@ def make_inputs(definition: Definition, workload: Workload, seed: int, device: s
                 problem_dir: Path | None = None,
                 custom_entry: Callable[..., dict[str, Any]] | None = None) -> list[Any]:
     """Inputs in the definition's order for one draw."""
+    return make_input_sets(definition, workload, seed, 1, device, problem_dir, custom_entry)[0]
+
+
+#: a batch of input sets is drawn in chunks of at most this many bytes of float32 per input tensor
+BATCH_BYTES = 256 << 20
+
+
+def make_input_sets(definition: Definition, workload: Workload, seed: int, count: int, device: str | torch.device,
+                    problem_dir: Path | None = None,
+                    custom_entry: Callable[..., dict[str, Any]] | None = None) -> list[list[Any]]:
+    """``count`` input sets of one draw of ``seed``: each tensor of the sets drawn as one batch (shape (count,
+    *shape), in chunks of at most ``BATCH_BYTES``), its sets sharing the draw's per-draw parameters (scales,
+    outlier channels, plain values) and differing in every random element. One set is ``make_inputs``'s draw;
+    set ``j`` of a batch is a function of (definition, workload, seed, count, j, device) alone. The timing's
+    rounds and the audit draw their calls' inputs so: a draw's host work and launches are paid once per batch,
+    not once per call."""
     device = torch.device(device)
     axes = definition.resolve_axes(workload.axes)
     sources = workload.inputs
     if sources and all(isinstance(s, CustomInput) for s in sources.values()):
         if custom_entry is None:
             raise ValueError("workload uses custom inputs but the definition names no custom_inputs_entrypoint")
-        torch.manual_seed(seed)
-        scalars = {n: s.value for n, s in sources.items() if isinstance(s, ScalarInput)}
-        produced = custom_entry({**axes, **scalars}, device)
-        return [produced[name] for name in definition.inputs]
+        out = []
+        for j in range(count):
+            torch.manual_seed(seed if j == 0 else _set_seed(seed, j))
+            scalars = {n: s.value for n, s in sources.items() if isinstance(s, ScalarInput)}
+            produced = custom_entry({**axes, **scalars}, device)
+            out.append([produced[name] for name in definition.inputs])
+        return out
+    per = max(1, BATCH_BYTES // max(4, 4 * _largest(definition, axes)))
+    sets: list[list[Any]] = []
+    for c, start in enumerate(range(0, count, per)):
+        sets += _draw(definition, sources, axes, seed if c == 0 else _set_seed(seed, -c), min(per, count - start),
+                      device, problem_dir)
+    return sets
+
+
+def _largest(definition: Definition, axes: dict[str, int]) -> int:
+    """The most elements of any tensor input of one set."""
+    return max((math.prod(definition.shape_of(spec, axes)) for spec in definition.inputs.values()
+                if spec.shape is not None), default=1)
+
+
+def _draw(definition: Definition, sources, axes: dict[str, int], seed: int, sets: int, device: torch.device,
+          problem_dir: Path | None) -> list[list[Any]]:
+    """``sets`` input sets of one batch drawn from ``seed`` (``make_input_sets``)."""
     gen = torch.Generator(device=device).manual_seed(seed)
-    out: list[Any] = []
+    out: list[list[Any]] = [[] for _ in range(sets)]
     for name, spec in definition.inputs.items():
         src = sources.get(name)
         if isinstance(src, ScalarInput):
-            out.append(src.value if spec.shape is None else torch.full(definition.shape_of(spec, axes), src.value, dtype=torch_dtype(spec.dtype), device=device))
-            continue
-        if isinstance(src, SafetensorsInput):
-            out.append(_load_safetensors(src, problem_dir, device))
-            continue
-        if spec.shape is None:
+            x = src.value if spec.shape is None else torch.full(definition.shape_of(spec, axes), src.value,
+                                                                dtype=torch_dtype(spec.dtype), device=device)
+        elif isinstance(src, SafetensorsInput):
+            x = _load_safetensors(src, problem_dir, device)
+        elif spec.shape is None:
             lo, hi = _range(spec, axes, (0.5, 1.5))
             if spec.dtype in INTEGER:
-                out.append(int(torch.randint(int(lo), int(hi) + 1, (1,), generator=gen, device=device).item()))
+                x = int(torch.randint(int(lo), int(hi) + 1, (1,), generator=gen, device=device).item())
             else:
-                out.append(float(_uniform((1,), lo, hi, gen, device).item()))
+                x = float(_uniform((1,), lo, hi, gen, device).item())
+        else:
+            batch = random_tensor(name, spec, definition.shape_of(spec, axes), axes, gen, device, angle_seed=seed,
+                                  sets=sets)
+            for j in range(sets):
+                out[j].append(batch if sets == 1 else batch[j])
             continue
-        shape = definition.shape_of(spec, axes)
-        out.append(random_tensor(name, spec, shape, axes, gen, device, angle_seed=seed))
+        for j in range(sets):  # plain values, fixed tensors and files: the same in every set
+            out[j].append(x)
     return out
+
+
+def _set_seed(seed: int, j: int) -> int:
+    """The seed of set (or chunk) ``j`` of a batch drawn from ``seed``, where a part of it is drawn on its own."""
+    return int.from_bytes(hashlib.sha256(f"solbench-set:{seed}:{j}".encode()).digest()[:8], "little") >> 1

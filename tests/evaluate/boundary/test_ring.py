@@ -17,8 +17,9 @@ def test_every_slot_gets_its_own_draw_and_the_trusted_side_keeps_it(tmp_path):
     outs = [((4, 6), torch.float32), ((3,), torch.int64), ((2,), torch.bool)]
     layout, used = ring.Layout.plan(5, probe, outs)
     tr = ring.TrustedRing(Arena(used, torch.device("cpu"), tmp_path), layout, _draw)
-    tr.fill([11, 12, 13])
-    # slots hold exactly the draws of their seeds, at addresses of their own
+    tr.fill(11, 3)
+    # slots hold exactly the draws of their seeds (a plain draw: one seed per set), at addresses of their own
+    assert tr.key(2) == {"seed": 11, "sets": 3, "set": 2}
     for k, seed in enumerate([11, 12, 13]):
         assert torch.equal(tr.inputs_after(k)[0], _draw(seed)[0]) and tr.inputs_after(k)[1] == 0.5
     assert not torch.equal(tr.pristine[0][0], tr.pristine[1][0])
@@ -39,14 +40,14 @@ def test_every_slot_gets_its_own_draw_and_the_trusted_side_keeps_it(tmp_path):
     cand.store(2, [torch.ones(5, 6), torch.zeros(3, dtype=torch.int64), torch.zeros(2, dtype=torch.bool)])
     assert 2 in tr.unwritten_slots(3)
     # a refill puts every output room back to its sentinel
-    tr.fill([14, 15, 16])
+    tr.fill(14, 3)
     assert tr.unwritten_slots(3) == [0, 1, 2]
 
 
 def test_destination_passing_calls_write_their_slot_directly(tmp_path):
     layout, used = ring.Layout.plan(2, _draw(0), [((4, 6), torch.float32)])
     tr = ring.TrustedRing(Arena(used, torch.device("cpu"), tmp_path), layout, _draw)
-    tr.fill([1, 2])
+    tr.fill(1, 2)
     cand = ring.CandidateRing(tr.arena.buf, layout.describe(), tr.round_spec(), dps=True)
     x, scale, idx, out = cand.args(0)
     torch.mul(x, scale, out=out)
@@ -54,6 +55,28 @@ def test_destination_passing_calls_write_their_slot_directly(tmp_path):
     cand.store(0, [])
     assert tr.unwritten_slots(2) == [1]
     assert torch.equal(tr.outputs_of(0)[0], tr.pristine[0][0] * 0.5)
+
+
+def test_a_draw_of_several_sets_fills_the_ring_in_one_batch(tmp_path):
+    """A workload's draw gives the round's sets in one call (``make_input_sets``); the ring keeps each set as
+    drawn, and a set's key names its batch."""
+    asked = []
+
+    class Draw:
+        def __call__(self, seed):
+            raise AssertionError("a draw with sets is asked for the round's sets at once")
+
+        def sets(self, seed, count):
+            asked.append((seed, count))
+            return [_draw(seed * 100 + j) for j in range(count)]
+
+    layout, used = ring.Layout.plan(4, _draw(0), [((4, 6), torch.float32)])
+    tr = ring.TrustedRing(Arena(used, torch.device("cpu"), tmp_path), layout, Draw())
+    tr.fill(7, 4)
+    assert asked == [(7, 4)]
+    assert torch.equal(tr.inputs_after(3)[0], _draw(703)[0]) and tr.key(3) == {"seed": 7, "sets": 4, "set": 3}
+    tr.fill(8, 1)
+    assert tr.key(0) == {"seed": 8}  # one set: the draw of its seed (what a replay redraws)
 
 
 def test_sentinels_are_found_and_partial_writes_are_not_unwritten():

@@ -47,6 +47,9 @@ cudaEventRecord cudaStreamWaitEvent cudaStreamIsCapturing cudaDeviceSynchronize 
     "at::_ops::contiguous::call", "at::cuda::getCurrentDeviceProperties", "operator new", "operator delete",
     "std::__cxx11::basic_ostringstream::basic_ostringstream", "vtable for std::basic_ios", "std::ios_base::Init::Init",
     "std::__throw_length_error", "std::terminate", "expf", "sqrtf", "c10::AutogradMetaInterface::~AutogradMetaInterface",
+    # torch 2.11's inline data pointers (gemm_fp8_rowwise's example on the H200, 2026-12-04: copy-on-write storage)
+    "c10::throwNullDataPtrError", "c10::warnDeprecatedDataPtr", "c10::impl::cow::is_cow_data_ptr",
+    "c10::impl::cow::materialize_cow_storage",
 ]
 
 

@@ -310,7 +310,7 @@ def test_every_audited_call_is_checked_for_presence_whatever_the_share():
     judged = []
     check = Recheck(lambda outs, inputs, after: judged.append(1) or None)
     for _ in range(20):
-        check([torch.full((4,), float("nan"))], [], [], 0, 64)
+        check([torch.full((4,), float("nan"))], [], [], {"seed": 0}, 64)
     assert len(judged) == 20 == check.checked
 
 
@@ -348,3 +348,18 @@ def test_a_large_cpu_output_is_rechecked_on_a_sample_of_its_timed_calls():
     big = picks(random.Random(1), calls, False, RECHECK_ALL_BELOW)
     assert len(big) == RECHECKS_GPU + 1 and big[-1] == 19 and set(big) <= set(calls)
     assert picks(random.Random(1), calls, True, 10) == picks(random.Random(1), calls, True, RECHECK_ALL_BELOW)
+
+
+def test_the_sentinels_of_a_group_are_read_back_at_once_and_agree_with_one_call_at_a_time():
+    import torch
+
+    from solbench.evaluate.timing.audit_recheck import _unwritten, unwritten_calls
+
+    ok = [torch.ones(3), torch.zeros(2, dtype=torch.int32)]
+    nan = [torch.tensor([1.0, float("nan")]), torch.zeros(2, dtype=torch.int32)]
+    ints = [torch.ones(3), torch.full((2,), torch.iinfo(torch.int32).max, dtype=torch.int32)]
+    bools = [torch.full((2,), 2, dtype=torch.uint8).view(torch.bool)]
+    plain = [0.5, torch.empty(0)]
+    calls = [ok, nan, ints, bools, plain]
+    assert unwritten_calls(calls) == [_unwritten(c) for c in calls] == [False, True, True, True, False]
+    assert unwritten_calls([plain]) == [False]

@@ -1,8 +1,8 @@
 """The ring of timed-call slots: fresh inputs for every timed call, and outputs the trusted side reads itself.
 
 For each round of a candidate's timing the trusted worker fills ``capacity`` slots of an arena it owns, one
-per call of the round: slot k holds an input set drawn independently (``make_inputs`` with a seed of its own,
-generated on the device) and room for the outputs, pre-filled with a sentinel (NaN, the integer maximum, the
+per call of the round: slot k holds input set k of the round's draw (``make_input_sets``: each set fresh in
+every random element, generated on the device in one batch) and room for the outputs, pre-filled with a sentinel (NaN, the integer maximum, the
 byte 2 for booleans). Call k of the round is given slot k's inputs (at slot k's addresses) and writes its
 outputs into slot k: destination-passing solutions directly, others through the candidate's harness right
 after the call's end event. The candidate's harness copies slot k's inputs into buffers of its own before call
@@ -116,22 +116,40 @@ def rows(buf: torch.Tensor, block: dict[str, Any], n: int) -> torch.Tensor:
     return region.view(dtype).view(n, *[int(s) for s in block["shape"]])
 
 
+def draw_sets(draw: Callable[[int], list[Any]], seed: int, count: int) -> list[list[Any]]:
+    """``count`` fresh input sets of the draw of ``seed``: ``draw.sets(seed, count)`` where the draw has it (a
+    workload's draw, ``make_input_sets``), else ``draw`` of ``count`` seeds."""
+    many = getattr(draw, "sets", None)
+    if many is not None:
+        return many(seed, count)
+    return [draw(seed + j) for j in range(count)]
+
+
+def set_key(seed: int, count: int, k: int) -> dict[str, int]:
+    """Where input set ``k`` of a draw of ``count`` sets came from, for a failure's record (``draw_sets``)."""
+    return {"seed": seed} if count == 1 else {"seed": seed, "sets": count, "set": k}
+
+
 class TrustedRing:
     """The trusted side's ring for one workload: fills rounds, keeps the pristine inputs, reads the slots."""
 
     def __init__(self, arena, layout: Layout, draw: Callable[[int], list[Any]]):
         self.arena = arena
         self.layout = layout
-        self.draw = draw  # seed -> one fresh input set (on the device)
+        self.draw = draw  # seed -> one fresh input set (on the device); ``draw_sets`` for several
         self.pristine: list[list[Any]] = []
         self.values: list[list[Any]] = []  # per slot, the plain (non-tensor) inputs
-        self.seeds: list[int] = []
+        self.seed, self.count = 0, 0
 
-    def fill(self, seeds: list[int]) -> None:
-        """Fresh inputs in the first ``len(seeds)`` slots, every output room of the ring back to the sentinel."""
-        self.pristine, self.values, self.seeds = [], [], list(seeds)
-        for k, seed in enumerate(seeds):
-            drawn = self.draw(seed)
+    def key(self, k: int) -> dict[str, int]:
+        """Where slot ``k``'s inputs came from (``set_key``)."""
+        return set_key(self.seed, self.count, k)
+
+    def fill(self, seed: int, count: int) -> None:
+        """Fresh inputs in the first ``count`` slots (one draw of ``count`` sets), every output room of the ring
+        back to the sentinel."""
+        self.pristine, self.values, self.seed, self.count = [], [], seed, count
+        for k, drawn in enumerate(draw_sets(self.draw, seed, count)):
             for x, block in zip(drawn, self.layout.inputs):
                 if block is not None:
                     view(self.arena.buf, slot_spec(block, k)).copy_(x)

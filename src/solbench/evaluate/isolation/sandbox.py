@@ -333,6 +333,7 @@ def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int
     os.chdir(spec["workdir"])
     os.environ.clear()
     os.environ.update(spec["env"])
+    sys.dont_write_bytecode = True  # the worker caches its bytecode; a candidate forked from it writes none
     import tempfile
 
     tempfile.tempdir = None  # the zygote's cached choice would outlive the new TMPDIR

@@ -38,12 +38,12 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from solbench.evaluate.boundary.ring import Layout
+from solbench.evaluate.boundary.ring import Layout, draw_sets, set_key
 from solbench.evaluate.isolation.sandbox import CandidateGone
 from solbench.evaluate.timing import audit_gpu
 from solbench.evaluate.timing.audit_cpu import CpuAudit
 from solbench.evaluate.timing.audit_gpu import Unaudited
-from solbench.evaluate.timing.audit_recheck import Recheck
+from solbench.evaluate.timing.audit_recheck import Recheck, unwritten_calls
 from solbench.evaluate.timing.handover import Ended
 from solbench.evaluate.timing.slots import FLAG_STRIDE, Slots
 from solbench.evaluate.trusted.outcomes import Rejected
@@ -235,8 +235,8 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
             if len(audit.trusted_ms) >= n:
                 break
             m = engine.group
-            seeds = [ctx.seed_for(uuid, AUDIT_DRAWS + first_draw + drawn + j) for j in range(m)]
-            inputs = [probe if drawn == j == 0 else draw(seed) for j, seed in enumerate(seeds)]
+            seed = ctx.seed_for(uuid, AUDIT_DRAWS + first_draw + drawn)
+            inputs = [probe] if drawn == 0 and m == 1 else draw_sets(draw, seed, m)  # one draw of m sets
             with ctx.phases("timing.audit.bracket"):  # the hand-over, the calls and the copies in and out
                 outs, after, ms = engine.call(k, drawn % slots.layout.n, inputs, values[k])
             drawn += m
@@ -250,8 +250,9 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
             audit.own_ms, audit.group, audit.calls = own[m], min(audit.group, m), audit.calls + m
             audit.trusted_ms.append((ms - own[m] - calib.overhead_ms) / m - calib.call_ms)
             with ctx.phases("timing.audit.check"):
-                for j, seed in enumerate(seeds):  # every audited call left all of its output by its end
-                    check(outs[j], inputs[j], after[j], seed, m)
+                left = unwritten_calls(outs)
+                for j in range(m):  # every audited call left all of its output by its end
+                    check(outs[j], inputs[j], after[j], set_key(seed, m, j), m, left[j])
     except Ended:
         _end(sub)  # the candidate's full answer says why (a failure, a refused result, a check)
         raise Rejected(["result_forgery"], "an audited call was answered out of turn") from None

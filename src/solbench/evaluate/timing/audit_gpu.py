@@ -30,6 +30,7 @@ OWN_REPS = 5
 FIRST_HOLD_S = 0.002
 MIN_HOLD_S = 0.0003
 MAX_HOLD_S = 0.03  # a group whose host side takes longer than this cannot be audited on the GPU
+HOLD_DECAY = 0.7  # after a bracket on time, the next hold is at least this share of its hold
 GROUP_MS = 2.0  # the device time a group of calls aims at (by the timing's median)
 MAX_GROUP = 64  # calls in one group at most
 GROUP_BYTES = 8 << 30  # the slots of one group at most, in bytes (and a quarter of the device's free memory)
@@ -134,7 +135,10 @@ class GpuAudit:
             globaltimer.stamp(self.stamps, 1)
             taken = [self.slots.take(s, values) for s in slots]
         self._settle(k)
-        self.hold_s = min(MAX_HOLD_S, max(MIN_HOLD_S, self.hold_s if host_s < hold_s else 0.0, 2 * host_s + 1e-4))
+        # twice the host side just seen, and no shorter than a share of the last hold: one slow host side does
+        # not set every later bracket's hold (a hold is device time spent on nothing)
+        self.hold_s = min(MAX_HOLD_S, max(MIN_HOLD_S, HOLD_DECAY * self.hold_s if host_s < hold_s else 0.0,
+                                          2 * host_s + 1e-4))
         if host_s >= MAX_HOLD_S / 2 and self.group > 1:  # the next groups smaller, so that their host side fits
             self.group = max(1, int(self.group * MAX_HOLD_S / (2 * host_s)))
         outs, after = [t[0] for t in taken], [t[1] for t in taken]

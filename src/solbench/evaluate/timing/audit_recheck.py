@@ -23,13 +23,18 @@ class Recheck:
         self.recheck, self.checked = recheck, 0
         self.rng = random.Random(secrets.randbits(64))
 
-    def __call__(self, outs: list[Any], inputs: list[Any], after: list[Any], seed: int, group: int = 1) -> None:
-        if self.recheck is None or not (_unwritten(outs) or self.rng.random() < recheck_share(group)):
+    def __call__(self, outs: list[Any], inputs: list[Any], after: list[Any], key: dict[str, int],
+                 group: int = 1, unwritten: bool | None = None) -> None:
+        """``key``: where the call's inputs came from (``ring.set_key``), for the failure's record; ``unwritten``:
+        whether its outputs still hold a sentinel, where already known (``unwritten_calls``)."""
+        if unwritten is None:
+            unwritten = _unwritten(outs)
+        if self.recheck is None or not (unwritten or self.rng.random() < recheck_share(group)):
             return
         self.checked += 1
         bad = self.recheck(outs, inputs, after)
         if bad:
-            raise Rejected([bad[0]], f"audited call re-checked: {bad[1]}", failure={"draw": "timed", "seed": seed})
+            raise Rejected([bad[0]], f"audited call re-checked: {bad[1]}", failure={"draw": "timed", **key})
 
 
 def recheck_share(group: int) -> float:
@@ -41,20 +46,37 @@ def recheck_share(group: int) -> float:
     return min(RECHECK, RECHECK_PER_BRACKET / max(1, group))
 
 
+def unwritten_calls(calls: list[list[Any]]) -> list[bool]:
+    """Per call (its outputs), whether some output still holds the sentinel (``_unwritten``), read back at once."""
+    import torch
+
+    flags = [_sentinel_left(outs) for outs in calls]
+    if not any(isinstance(f, torch.Tensor) for f in flags):
+        return [bool(f) for f in flags]
+    dev = next(f.device for f in flags if isinstance(f, torch.Tensor))
+    return [bool(v) for v in torch.stack([f if isinstance(f, torch.Tensor) else torch.tensor(bool(f), device=dev)
+                                          for f in flags]).tolist()]
+
+
 def _unwritten(outs: list[Any]) -> bool:
     """Whether some output element still holds the sentinel (for floats: any NaN; an honest output holds none,
     since NaN fails every comparison): the call's work was not all done by its end."""
+    return bool(_sentinel_left(outs))
+
+
+def _sentinel_left(outs: list[Any]):
+    """``_unwritten`` as a boolean tensor on the outputs' device (False where no output is a tensor)."""
     import torch
 
+    left = False
     for x in outs:
         if not isinstance(x, torch.Tensor) or x.numel() == 0:
             continue
         if x.is_floating_point():
-            if bool(torch.isnan(x).any()):
-                return True
+            one = torch.isnan(x).any()
         elif x.dtype == torch.bool:
-            if bool((x.view(torch.uint8) == BOOL_SENTINEL).all()):
-                return True
-        elif bool((x == torch.iinfo(x.dtype).max).all()):
-            return True
-    return False
+            one = (x.view(torch.uint8) == BOOL_SENTINEL).all()
+        else:
+            one = (x == torch.iinfo(x.dtype).max).all()
+        left = one if left is False else left | one
+    return left

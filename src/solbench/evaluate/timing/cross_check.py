@@ -93,7 +93,7 @@ def _check_reply(sub, reply, gone, kinds: list[str], sent: float, received: floa
         raise Rejected(["result_forgery"], problem)
 
 
-def _recheck_round(tr, kinds: list[str], seeds: list[int], rng, cuda: bool, inplace: list[int],
+def _recheck_round(tr, kinds: list[str], rng, cuda: bool, inplace: list[int],
                    recheck: Callable[[list[Any], list[Any], list[Any]], tuple[str, str] | None], ph,
                    elements: int = 0) -> int:
     """Every timed call of the round left an output in its slot, and the calls picked from the trusted side's
@@ -102,7 +102,7 @@ def _recheck_round(tr, kinds: list[str], seeds: list[int], rng, cuda: bool, inpl
     missing = [k for k in tr.unwritten_slots(len(kinds)) if k in set(timed_calls)]
     if missing:
         raise Rejected(["output_recheck"], f"timed call {missing[0]} of a round of {len(kinds)} left no output "
-                                           "in its slot", failure={"draw": "timed", "seed": seeds[missing[0]]})
+                                           "in its slot", failure={"draw": "timed", **tr.key(missing[0])})
     count = 0
     for k in picks(rng, timed_calls, cuda, elements):
         after = tr.inputs_after(k)
@@ -110,8 +110,7 @@ def _recheck_round(tr, kinds: list[str], seeds: list[int], rng, cuda: bool, inpl
             bad = recheck(tr.outputs_of(k) + [after[i] for i in inplace], tr.pristine[k], after)
         count += 1
         if bad:
-            raise Rejected([bad[0]], f"timed call re-checked: {bad[1]}", failure={"draw": "timed",
-                                                                                  "seed": seeds[k]})
+            raise Rejected([bad[0]], f"timed call re-checked: {bad[1]}", failure={"draw": "timed", **tr.key(k)})
     return count
 
 
@@ -145,16 +144,16 @@ def time_remote(sub, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int],
     ph = ctx.phases
 
     def run(kinds: list[str]) -> Round:
-        seeds = [ctx.seed_for(uuid, next(draws)) for _ in kinds]
+        seed = ctx.seed_for(uuid, next(draws))
         with ph("timing.fill"):
-            tr.fill(seeds)
+            tr.fill(seed, len(kinds))
             sub._settle()
         with ph("timing.rounds"):
             sent = time.monotonic()
             reply, gone = sub._exchange(dict(base_msg(), op="time", kinds=kinds), "timed")
             received = time.monotonic()
         _check_reply(sub, reply, gone, kinds, sent, received)
-        rechecked[0] += _recheck_round(tr, kinds, seeds, rng, cuda, inplace, recheck, ph, elements)
+        rechecked[0] += _recheck_round(tr, kinds, rng, cuda, inplace, recheck, ph, elements)
         samples = list(reply.samples_ms)
         gaps = wide_gaps(samples, list(reply.event_ms)) if reply.method == "cupti" else 0
         expected = "wall_clock" if not cuda else ("cupti", "cuda_events")

@@ -45,12 +45,24 @@ def module_paths() -> list[str]:
     return paths
 
 
-def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The scrubbed environment of the worker and of candidates."""
+def _worker_env(device: str) -> dict[str, str]:
+    """What the worker's environment holds besides the scrubbed one: its device, and where a profiling run
+    (``SOLBENCH_WORKER_PROFILE``, benchmarks only) wants its jobs' profiles; a candidate gets neither."""
+    env = {"SOLBENCH_WORKER_DEVICE": device}
+    if os.environ.get("SOLBENCH_WORKER_PROFILE"):
+        env["SOLBENCH_WORKER_PROFILE"] = os.environ["SOLBENCH_WORKER_PROFILE"]
+    return env
+
+
+def child_env(extra: dict[str, str] | None = None, bytecode: bool = False) -> dict[str, str]:
+    """The scrubbed environment of the worker and of candidates. ``bytecode``: the process may cache the modules it
+    compiles (the trusted worker, whose imports of torch's compiler and of solbench then cost their compilation
+    once per installation, not once per process); a candidate writes nothing outside its private directory."""
     env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV}
     env["PYTHONPATH"] = os.pathsep.join(module_paths())
     env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if not bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.setdefault("SOLBENCH_CPU_THREADS", "1")
     # BLAS thread pools made in the worker do not survive the fork into a zygote's child, and a sealed candidate
     # (``seccomp``) cannot make new ones: OpenBLAS then spins for ever on workers that do not exist
@@ -106,7 +118,7 @@ class Judge:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(cmd_r, res_w),
-                cwd=str(self.dir), env=child_env({"SOLBENCH_WORKER_DEVICE": device}), start_new_session=True,
+                cwd=str(self.dir), env=child_env(_worker_env(device), bytecode=True), start_new_session=True,
                 preexec_fn=die_with_parent)  # killed when the runner ends
         os.close(cmd_r)
         os.close(res_w)

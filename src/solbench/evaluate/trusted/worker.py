@@ -20,6 +20,7 @@ import os
 import pkgutil
 import random
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -141,8 +142,6 @@ class Context:
 
     def time_reference(self, given: list[Any]) -> float:
         """The wall time of one reference call on copies of ``given``, synchronised on the GPU."""
-        import time
-
         from solbench.evaluate.boundary.calls import copied
 
         ref_in = [copied(x) for x in given]
@@ -211,7 +210,7 @@ def main(cmd_fd: int, result_fd: int) -> int:
         for line in commands:
             if torch.cuda.is_initialized() and not cuda_healthy(torch):
                 return 1  # the runner starts a fresh worker
-            if _serve(line.strip(), chan, zygote) != 0:
+            if _profiled(_serve, line.strip(), chan, zygote) != 0:
                 return 1
             if torch.cuda.is_initialized():
                 torch.cuda.ipc_collect()  # arenas the candidates have let go of
@@ -220,6 +219,21 @@ def main(cmd_fd: int, result_fd: int) -> int:
         if zygote is not None:
             zygote.close()
     return 0
+
+
+def _profiled(serve, *args) -> int:
+    """``serve(*args)``, under cProfile where ``SOLBENCH_WORKER_PROFILE`` names a directory (benchmarks: where a
+    job's time goes in the worker); the profile is written there, one file per job."""
+    where = os.environ.get("SOLBENCH_WORKER_PROFILE")
+    if not where:
+        return serve(*args)
+    import cProfile
+
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(serve, *args)
+    finally:
+        prof.dump_stats(os.path.join(where, f"job-{os.getpid()}-{time.time_ns()}.prof"))
 
 
 def _serve(job_path: str, chan: Channel, zygote) -> int:

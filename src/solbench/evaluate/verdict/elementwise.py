@@ -56,23 +56,32 @@ def elementwise(got: torch.Tensor, ref: torch.Tensor, anchor: Any, atol: float, 
 def _chunk(st: Stats, g: torch.Tensor, r: torch.Tensor, a: torch.Tensor, s: torch.Tensor | None, atol: float,
            rtol: float, slack: float, offset: int) -> None:
     finite_anchor = torch.isfinite(a)
-    st.bad_special += int(((~torch.isfinite(g)) & finite_anchor).sum())
     err = torch.where(finite_anchor, (g - a).abs_().nan_to_num_(nan=float("inf")),
                       torch.where(g.eq(a) | (g.isnan() & a.isnan()), 0.0, float("inf")))
     # in the order of atol + rtol * |a| + 2 * |r - a| + slack * s, so that every sum rounds as it always has
     allowed = a.abs().mul_(rtol).add_(atol).add_((r - a).abs_().nan_to_num_(0.0, 0.0, 0.0).mul_(2.0))
     if s is not None:
         allowed.add_(s.mul(slack))
-    st.n_ok += int((err <= allowed).sum())
     excess = torch.where(torch.isfinite(err), err - allowed, float("inf"))
-    i = int(torch.argmax(excess))
-    k = float(excess[i])
+    i = torch.argmax(excess).view(1)
+
+    def at(x: torch.Tensor) -> torch.Tensor:
+        return x.index_select(0, i)
+
+    # every statistic in one tensor, read back at once: one wait for the device, not a dozen
+    f64 = torch.float64
+    (bad, n_ok, worst_i, k, g_i, a_i, allowed_i, max_abs, rel, a_nz, g_nz) = torch.cat([
+        ((~torch.isfinite(g)) & finite_anchor).sum().view(1).to(f64), (err <= allowed).sum().view(1).to(f64),
+        i.to(f64), at(excess).to(f64), at(g).to(f64), at(a).to(f64), at(allowed).to(f64), err.max().view(1).to(f64),
+        (err / a.abs().clamp_min(1e-12)).max().view(1).to(f64), a.ne(0).any().view(1).to(f64),
+        g.ne(0).any().view(1).to(f64)]).tolist()
+    st.bad_special += int(bad)
+    st.n_ok += int(n_ok)
     rank = (2, 0.0) if math.isnan(k) else (1, 0.0) if k == math.inf else (0, k)
     if st.worst is None or rank > st._rank:  # the first of the largest, as argmax over the whole output
-        st._rank, st.worst_i = rank, offset + i
-        st.worst = (float(g[i]), float(a[i]), float(allowed[i]))
-    st.max_abs = max(st.max_abs, float(err.max()))
-    rel = float((err / a.abs().clamp_min(1e-12)).max())
+        st._rank, st.worst_i = rank, offset + int(worst_i)
+        st.worst = (g_i, a_i, allowed_i)
+    st.max_abs = max(st.max_abs, max_abs)
     st.max_rel = math.nan if math.isnan(rel) or math.isnan(st.max_rel) else max(st.max_rel, rel)
-    st.anchor_nonzero = st.anchor_nonzero or bool(a.ne(0).any())
-    st.got_nonzero = st.got_nonzero or bool(g.ne(0).any())
+    st.anchor_nonzero = st.anchor_nonzero or bool(a_nz)
+    st.got_nonzero = st.got_nonzero or bool(g_nz)

@@ -205,7 +205,7 @@ class WorkloadJudging:
         if not (self.result["verdict"] == "passed" and self.job.get("time", True) and not self.subject.interpreted):
             return None
         with self.ph("timing"):
-            return self.subject.time(self.uuid, self.axes, self.ctx.timing, self.inputs, self.recheck)
+            return self.subject.time(self.uuid, self.axes, self.ctx.timing, _Draw(self), self.recheck)
 
     def rechecks(self, timed) -> None:
         """The timing's verdict: a failed timing's own (lost for a trusted subject), a failed re-check relabelled
@@ -275,6 +275,20 @@ class WorkloadJudging:
         with self.ph("calls"):
             return self.subject.call(given, self.axes, **kw)
 
+    def input_sets(self, seed: int, count: int) -> list[list[Any]]:
+        """``count`` input sets of one draw of ``seed`` (phase ``inputs``; ``make_input_sets``)."""
+        from solbench.problems.inputs import make_input_sets
+
+        with self.ph("inputs"):
+            return make_input_sets(self.definition, self.workload, seed, count, self.dev, self.ctx.problem.directory,
+                                   self.ctx.custom)
+
+    def redrawn(self, key: dict[str, Any]) -> list[Any]:
+        """The inputs a failure's record names (``ring.set_key``): set ``set`` of a draw of ``sets``, or one draw."""
+        if key.get("sets", 1) > 1:
+            return self.input_sets(key["seed"], key["sets"])[key["set"]]
+        return self.inputs(key["seed"])
+
     def reference_of(self, given: list[Any]):
         """The reference's outputs and fp64 anchor on ``given`` (phase ``reference``)."""
         with self.ph("reference"):
@@ -342,9 +356,10 @@ class WorkloadJudging:
             return "input_mutation", f"the call changed its input(s) {', '.join(bad)}"
         return None
 
-    def checked_again(self, seed: int):
-        """The inputs of ``seed`` once more, as a checked call: its verdict, or None after a verdict update."""
-        base = self.inputs(seed)
+    def checked_again(self, key: dict[str, Any]):
+        """The inputs ``key`` names once more (``redrawn``), as a checked call: its verdict, or None after a verdict
+        update."""
+        base = self.redrawn(key)
         got = self.judged(base, self.call(base), "a re-run of a call's inputs")
         if got is None:
             return None
@@ -355,15 +370,14 @@ class WorkloadJudging:
         """A timed call failed its re-check. An inaccurate solution is wrong on those inputs as a checked call
         too, and still right on the first draw; one that behaves differently while timed is right on them as a
         checked call, or now wrong on the draw it passed before timing."""
-        seed = timed.failure["seed"]
-        again = self.checked_again(seed)
+        again = self.checked_again(timed.failure)
         if again is None:
             return
         if again.ok:
             self.fail("reward_hack", ["output_recheck"], f"{timed.message}; the same inputs passed as a checked call: "
                       "the solution behaves differently while timed", failure=timed.failure)
             return
-        first = self.checked_again(self.ctx.seed_for(self.uuid, 0))
+        first = self.checked_again({"seed": self.ctx.seed_for(self.uuid, 0)})
         if first is None:
             return
         if not first.ok:
@@ -371,4 +385,18 @@ class WorkloadJudging:
                       "now fails too: the solution changed its behaviour during timing", failure=timed.failure)
             return
         self.fail(again.verdict, [again.code or again.verdict], again.reason,
-                  failure={"draw": "timed", "seed": seed, "worst": again.worst})
+                  failure={**timed.failure, "worst": again.worst})
+
+
+class _Draw:
+    """A workload's draw for the timing: ``draw(seed)`` one input set, ``draw.sets(seed, count)`` a batch
+    (``ring.draw_sets``)."""
+
+    def __init__(self, judging: WorkloadJudging):
+        self.judging = judging
+
+    def __call__(self, seed: int) -> list[Any]:
+        return self.judging.inputs(seed)
+
+    def sets(self, seed: int, count: int) -> list[list[Any]]:
+        return self.judging.input_sets(seed, count)

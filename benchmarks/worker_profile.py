@@ -1,0 +1,59 @@
+"""Where a solution's time goes in the trusted worker: one ``solbench eval`` with the worker under cProfile.
+
+    python benchmarks/worker_profile.py --problem DIR_OR_NAME --solution FILE [--device cuda] [--db DB] \
+        [--top 40] [--out profile.txt]
+
+The worker writes one profile per job (``SOLBENCH_WORKER_PROFILE``); they are merged and printed by cumulative
+time and by own time, so a phase of docs/PERFORMANCE.md's breakdown can be followed down to the calls it makes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problem", required=True)
+    ap.add_argument("--solution", required=True)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--db", default="profile.db")
+    ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--limit-s", type=float, default=300)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="solbench-profile-") as where:
+        os.chmod(where, 0o777)
+        env = dict(os.environ, SOLBENCH_WORKER_PROFILE=where)
+        cmd = [sys.executable, "-m", "solbench.cli", "eval", "--problem", args.problem, "--solution", args.solution,
+               "--device", args.device, "--db", args.db]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=args.limit_s)
+        wall = time.perf_counter() - t0
+        files = sorted(Path(where).glob("*.prof"))
+        text = io.StringIO()
+        print(f"eval: rc {proc.returncode}, {wall:.1f} s wall, {len(files)} worker profile(s)", file=text)
+        print(proc.stdout[-3000:], proc.stderr[-1500:], sep="\n", file=text)
+        if files:
+            stats = pstats.Stats(*map(str, files), stream=text)
+            stats.strip_dirs()
+            for key in ("cumulative", "tottime"):
+                print(f"\n== by {key} ==", file=text)
+                stats.sort_stats(key).print_stats(args.top)
+    print(text.getvalue())
+    if args.out:
+        Path(args.out).write_text(text.getvalue())
+    return 0 if files else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -86,10 +86,12 @@ for stage in "${stages[@]}"; do
     ncu)   timeout ${NCU_LIMIT:-300} python3 benchmarks/ncu_agreement.py --out "$OUT/ncu.json" \
              --budget-s $(( ${NCU_LIMIT:-300} - 30 )) ${NCU_ARGS:-} </dev/null 2>&1 | tee "$OUT/ncu.txt" ;;
     cost)  # solbench against SOL-ExecBench on its own rmsnorm Triton example (.seb/: its wheels and the example,
-           # carried; benchmarks/cost_side_by_side.py), each cold, alternating; the peer in a site of its own
+           # carried; benchmarks/cost_side_by_side.py), each cold, alternating; the peer in a site of its own, its
+           # `python` a wrapper of this python3 (a symlink would leave this python3's virtual environment behind)
            ex=.seb/example/examples/triton/rmsnorm
            { python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/seb-site .seb/wheels/*.whl \
-               && mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python \
+               && mkdir -p /tmp/pybin && printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" >/tmp/pybin/python \
+               && chmod +x /tmp/pybin/python \
                && timeout ${COST_LIMIT:-420} python3 benchmarks/cost_side_by_side.py --problem "$ex" \
                     --solution "$ex/solution_triton.json" --peer-cwd .seb/example --db "$SOLBENCH_GPU_DB" \
                     --rounds ${COST_ROUNDS:-2} --out "$OUT/cost.json" --peer "PYTHONPATH=/tmp/seb-site \

@@ -15,8 +15,8 @@ from typing import List, Optional
 
 import typer
 
-from solbench.cli_options import (DbOption, HoldOption, ProfileOption, err, out, profile_mode, resolve_device,
-                                  stored_calibration)
+from solbench.cli_options import (DbOption, HoldOption, ProfileOption, err, out, prestart_worker, profile_mode,
+                                  resolve_device, stored_calibration)
 from solbench.errors import UserError
 from solbench.guard import GuardedTyper as _Typer
 from solbench.guard import failure_line
@@ -191,6 +191,7 @@ def eval_cmd(
     quiet: bool = typer.Option(False, help="no progress lines"),
 ) -> None:
     """Evaluate one solution on one problem: correctness, timing, baselines, SOL score."""
+    prestart_worker(device)
     from solbench.evaluate.runner import EvalOptions, evaluate
     from solbench.evaluate.timing.rounds import TimingConfig
     from solbench.hardware.registry import get_hardware

@@ -47,9 +47,12 @@ def run(
     quiet: bool = typer.Option(False),
 ) -> None:
     """The main job: evaluate every problem's example solutions against baselines and SOL."""
+    from solbench.cli_options import err, out, prestart_worker, profile_mode, resolve_device, stored_calibration
+
+    if jobs == 1:  # evaluations one after another in this process: its trusted worker starts now
+        prestart_worker(device)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from solbench.cli_options import err, out, profile_mode, resolve_device, stored_calibration
     from solbench.evaluate.timing.rounds import TimingConfig
     from solbench.hardware.registry import detect
     from solbench.problems.problem import load_problem

@@ -2,6 +2,7 @@
 no traceback ever reaches a user."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from solbench.cli import app
-from tests.paths import AXPY, FIXTURES, SOLUTIONS
+from tests.paths import AXPY, FIXTURES, ROOT, SOLUTIONS
 
 KB = FIXTURES / "kernelbench"
 PEER = FIXTURES / "peer" / "triton_axpby_relu"
@@ -230,3 +231,14 @@ def test_run_selects_a_language_and_checks_side_by_side(tmp_path):
     for args, word in ((("--jobs", "2"), "--check-only"), (("--baselines", "fast"), "unknown baseline")):
         bad = solbench("run", "--problem", "rmsnorm", *args, "--device", "cpu", "--db", db)
         assert bad.returncode == 2 and word in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_named_device_starts_its_trusted_worker_before_torch_is_imported():
+    """`eval --device cpu` starts the worker first: its start overlaps the command's own import of torch."""
+    code = ("import sys; from solbench.cli_options import prestart_worker; prestart_worker('cpu'); "
+            "from solbench.evaluate.trusted import keeper; j = keeper._JUDGES['cpu']; "
+            "print('torch' in sys.modules, j.alive()); prestart_worker('auto'); print(sorted(keeper._JUDGES))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT / "src")), stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["False", "True", "['cpu']"]

@@ -10,7 +10,8 @@ import pytest
 from solbench.evaluate.isolation import outside, seccomp
 from solbench.evaluate.isolation.sandbox import MAX_REPLY_BYTES, CandidateProcess, SandboxSpec
 from solbench.evaluate.runner import EvalOptions, evaluate
-from solbench.evaluate.timing.audit import ABS_TOL_MS, CALL_TOL_MS, Audit, Calibration, resolution, verdict
+from solbench.evaluate.timing.audit import (ABS_TOL_MS, CALL_TOL_MS, SHORT_LOOK, Audit, Calibration, resolution,
+                                            verdict)
 from solbench.problems.problem import load_problem
 from solbench.problems.solution import load_solution
 from tests.paths import TESTS
@@ -174,7 +175,7 @@ def test_an_honest_cpu_time_is_confirmed_by_the_audit(big):
     ev = evaluate(big, sol, EvalOptions(device="cpu", baselines=()))
     w = ev.workloads[0]
     assert ev.verdict == "passed", (w.reasons, w.message)
-    assert w.audit_method == "cpu_time" and w.audit_calls and w.audit_calls >= 8
+    assert w.audit_method == "cpu_time" and w.audit_calls and w.audit_calls >= SHORT_LOOK
     assert "time_forgery" not in ev.reasons
     assert ev.environment.get("seccomp") in (True, False)
 
@@ -190,7 +191,7 @@ def test_an_honest_gpu_time_is_confirmed_by_the_trusted_clock(big):
     assert "time_unconfirmed" not in ev.warnings and "time_forgery" not in ev.reasons, \
         [(w.warnings, w.message) for w in ev.workloads]
     for w in ev.workloads:
-        assert w.audit_method == "stamps" and w.audit_calls and w.audit_calls >= 8, w
+        assert w.audit_method == "stamps" and w.audit_calls and w.audit_calls >= SHORT_LOOK * w.audit_group, w
         assert w.audit_resolution_ms >= ABS_TOL_MS["cuda"] / w.audit_group + CALL_TOL_MS["cuda"] - 1e-9
         assert 0.5 * w.time_ms - 0.1 < w.audit_ms < 2 * w.time_ms + 0.1, (w.audit_ms, w.time_ms)
 
@@ -256,7 +257,7 @@ def _looks(monkeypatch, audits: list[list[float]]) -> list[int]:
 
     asked: list[int] = []
 
-    def run(sub, uuid, draw, shapes, inplace, calib, recheck, n, claimed, first_draw=0):
+    def run(sub, uuid, draw, shapes, inplace, calib, recheck, n, claimed, first_draw=0, enough=None):
         asked.append(first_draw)
         return _audit(audits[len(asked) - 1], 4)
 
@@ -323,7 +324,7 @@ def test_a_forgery_whose_second_audit_cannot_be_made_stands_convicted(monkeypatc
 
     looks = []
 
-    def run(sub, uuid, draw, shapes, inplace, calib, recheck, n, claimed, first_draw=0):
+    def run(sub, uuid, draw, shapes, inplace, calib, recheck, n, claimed, first_draw=0, enough=None):
         looks.append(first_draw)
         if len(looks) == 2:
             raise Unaudited("an audited call did not end within the candidate's time limit")
@@ -363,3 +364,92 @@ def test_the_sentinels_of_a_group_are_read_back_at_once_and_agree_with_one_call_
     calls = [ok, nan, ints, bools, plain]
     assert unwritten_calls(calls) == [_unwritten(c) for c in calls] == [False, True, True, True, False]
     assert unwritten_calls([plain]) == [False]
+
+
+def test_a_first_audit_ends_early_only_where_its_slowest_bracket_supports_the_timing():
+    """The short look: an honest time against brackets of the same work ends the audit; a forged one (below every
+    bracket of the real work), or one bracket disturbed above what the timing can stand, lets it go on."""
+    from solbench.evaluate.timing.audit import clearly_confirmed
+
+    honest = _audit([1.0, 1.02, 0.99, 1.01], 4)
+    assert clearly_confirmed([0.98] * 30, honest, "cuda")
+    assert not clearly_confirmed([0.6] * 30, honest, "cuda")  # forged: the full audit decides, then convicts
+    assert not clearly_confirmed([0.98] * 30, _audit([1.0, 1.02, 0.99, 1.6], 4), "cuda")  # one slow bracket
+    assert not clearly_confirmed([], honest, "cuda") and not clearly_confirmed([0.98], _audit([], 4), "cuda")
+    # at decode sizes the fixed tolerance (10 us per call, 0.2 ms per bracket over its 64 calls) is allowed
+    assert clearly_confirmed([0.003] * 30, _audit([0.005, 0.006, 0.005, 0.0055], 64), "cuda")
+    # whenever it ends an audit, the full verdict on the same brackets confirms too
+    for a, claim, kind in ((_audit([1.0, 1.02, 0.99, 1.01], 4), 0.83, "cuda"),
+                           (_audit([0.005, 0.006, 0.005, 0.0055], 64), 0.0, "cuda"),
+                           (Audit("cpu_time", [2.0, 2.1, 1.9, 2.0]), 0.8, "cpu")):
+        assert clearly_confirmed([claim] * 30, a, kind), (claim, kind)
+        assert verdict([claim] * 30, a, Calibration(0.29, 0.001), kind)[0] == "confirmed", (claim, kind)
+    assert not clearly_confirmed([0.5] * 30, Audit("cpu_time", [2.0, 2.1, 1.9, 2.0]), "cpu")
+
+
+def test_a_short_audit_rechecks_proportionally_more_of_its_calls():
+    from solbench.evaluate.timing.audit_recheck import Recheck
+
+    for boost, want in ((1.0, 2.0), (3.0, 6.0)):
+        judged = []
+        check = Recheck(lambda outs, inputs, after: judged.append(1) or None, boost=boost)
+        for _ in range(200):
+            for _ in range(64):
+                check([1.0], [], [], {"seed": 0}, 64, unwritten=False)
+        assert abs(len(judged) / 200 - want) < 0.6 * want ** 0.5, (boost, len(judged))
+
+
+def test_the_audit_stops_after_the_short_look_only_when_told_it_is_enough(monkeypatch):
+    """``run`` with a CPU engine stand-in: asked after each counted bracket from the SHORT_LOOK-th, it ends there
+    when ``enough`` says so, and counts every bracket when it does not."""
+    from solbench.evaluate.timing import audit
+
+    class Engine:
+        group = 1
+
+        def __init__(self, sub, slots):
+            pass
+
+        def own_ms(self, probe, m):
+            return 0.0
+
+        def call(self, k, first, inputs, values):
+            return [[1.0] for _ in inputs], [[] for _ in inputs], 1.0
+
+        def finish(self, a, warm):
+            pass
+
+    class Slots:
+        def __init__(self, *a):
+            self.layout = type("L", (), {"n": 8})()
+
+    class Ctx:
+        class dev:  # noqa: N801 - stands for a torch.device
+            type = "cpu"
+
+        def seed_for(self, uuid, d):
+            return d
+
+        def phases(self, name):
+            import contextlib
+
+            return contextlib.nullcontext()
+
+    class Sub:
+        ctx = Ctx()
+
+    monkeypatch.setattr(audit, "CpuAudit", Engine)
+    monkeypatch.setattr(audit, "Slots", Slots)
+    monkeypatch.setattr(audit, "_begin", lambda *a: None)
+    monkeypatch.setattr(audit, "_end", lambda *a, **k: None)
+    asked = []
+
+    def enough(a):
+        asked.append(len(a.trusted_ms))
+        return True
+
+    draw = lambda seed: [seed]  # noqa: E731
+    short = audit.run(Sub(), "w", draw, [], [], Calibration(0.0, 0.0), None, 16, enough=enough)
+    assert short.short and len(short.trusted_ms) == SHORT_LOOK and asked == [SHORT_LOOK]
+    whole = audit.run(Sub(), "w", draw, [], [], Calibration(0.0, 0.0), None, 16, enough=lambda a: False)
+    assert not whole.short and len(whole.trusted_ms) == 16

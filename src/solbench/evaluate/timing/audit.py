@@ -29,7 +29,9 @@ output into its slot, timed by the trusted worker alone) and the hand-over betwe
 (a sandboxed process that never loads a solution). A timing whose median sample lies below the audit's time by more than
 its resolution (``verdict``), in a first audit and in a second on fresh inputs with the hand-over calibrated anew, is
 ``reward_hack`` (``time_forgery``); where the audit cannot be made, the workload passes unscored with the warning
-``time_unconfirmed``.
+``time_unconfirmed``. A first audit ends after ``SHORT_LOOK`` counted brackets where the timing stands against
+even the slowest of them (``clearly_confirmed``: the common case of an honest solution), judging proportionally more
+of their calls against the reference; any other first audit, and every second one, counts all of its brackets.
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ ABS_TOL_MS = {"cuda": 0.2, "cpu": 0.15}
 #: the H200 for a one-kernel call, docs/PERFORMANCE.md; more for calls of several kernels)
 CALL_TOL_MS = {"cuda": 0.010, "cpu": 0.0}
 AUDIT_DRAWS = 2_000_000  # draw numbers of audited calls (timed calls' are below)
+#: a first audit ends after this many counted brackets where even its slowest bracket supports the timing
+#: (``clearly_confirmed``); otherwise it goes on to its full count. Its brackets re-check their calls this many
+#: times more often (``Recheck``), so that a short audit finds a call that skipped its work as surely as a full one
+SHORT_LOOK = 4
 #: audits a disagreement gets before it convicts (``confirm``); each look draws its inputs this far from the last's
 LOOKS = 2
 LOOK_DRAWS = 100_000
@@ -90,6 +96,7 @@ class Audit:
     rechecked: int = 0  # audited calls judged against the reference
     group: int = 1  # calls per bracket, the fewest of any counted one (GPU: ``audit_gpu.group_size``)
     calls: int = 0  # counted calls, over every counted bracket
+    short: bool = False  # ended after ``SHORT_LOOK`` brackets, the timing clearly confirmed (``clearly_confirmed``)
 
     @property
     def median_ms(self) -> float | None:
@@ -132,6 +139,18 @@ def verdict(samples_ms: list[float], audit: Audit, calib: Calibration, device: s
                           f"{audit.method}; the timing may report {floor:.4g} ms at least); the time did not come "
                           f"from the work")
     return "confirmed", None
+
+
+def clearly_confirmed(samples_ms: list[float], audit: Audit, kind: str) -> bool:
+    """Whether the timing's median sample stands against even the audit's slowest counted bracket, with only the
+    audit's fixed tolerance (``CALL_TOL_MS`` and ``ABS_TOL_MS`` shared by a group's calls) allowed: then
+    ``verdict`` confirms it on these brackets whatever their spread (its floor uses their median or lower
+    quartile and a resolution at least that tolerance), and more brackets would only refine the audit's time.
+    A forged time lies below every bracket of the real work; a disturbed bracket makes the audit go on."""
+    if not samples_ms or not audit.trusted_ms:
+        return False
+    fixed = CALL_TOL_MS[kind] + ABS_TOL_MS[kind] / max(1, audit.group)
+    return statistics.median(samples_ms) >= AGREE[kind] * max(audit.trusted_ms) - fixed
 
 
 def resolution(audit: Audit, calib: Calibration, kind: str) -> float:
@@ -207,13 +226,14 @@ class AuditFailed(Exception):
 
 def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[int], calib: Calibration,
         recheck: Callable | None, n: int, claimed_ms: float = 0.0, group: int | None = None,
-        first_draw: int = 0) -> Audit:
+        first_draw: int = 0, enough: Callable[[Audit], bool] | None = None) -> Audit:
     """Audit ``n`` counted brackets of ``sub`` on one workload: ``draw(seed)`` makes a call's inputs, ``shapes``
     are its outputs' (shape, dtype), ``inplace`` the positions of the inputs it updates (``recheck`` None: a null
     candidate, outputs unjudged). On the GPU a bracket holds a group of calls, as many as ``claimed_ms`` (the
     timing's median; 0 for one call) asks for (``audit_gpu.group_size``) or ``group``, fewer where their host side
     outlasts the longest hold; on the CPU one call. ``first_draw`` offsets the draws of its inputs (a second look
-    sees none of the first's)."""
+    sees none of the first's). ``enough(audit)``: asked after each counted bracket from the ``SHORT_LOOK``-th
+    on, whether the audit may end there (its brackets then re-check ``n / SHORT_LOOK`` times as many calls)."""
     ctx = sub.ctx
     cuda = ctx.dev.type == "cuda"
     warm = WARM_CALLS if n >= AUDIT_CALLS["cuda" if cuda else "cpu"] else 1
@@ -228,7 +248,7 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
                   group=m)
     own = {m: engine.own_ms(probe, m)}
     audit.own_ms = own[m]
-    check = Recheck(recheck)
+    check = Recheck(recheck, boost=max(1.0, n / SHORT_LOOK) if enough is not None else 1.0)
     drawn = 0
     try:
         for k in range(brackets):
@@ -253,6 +273,9 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
                 left = unwritten_calls(outs)
                 for j in range(m):  # every audited call left all of its output by its end
                     check(outs[j], inputs[j], after[j], set_key(seed, m, j), m, left[j])
+            if enough is not None and len(audit.trusted_ms) >= SHORT_LOOK and enough(audit):
+                audit.short = True
+                break
     except Ended:
         _end(sub)  # the candidate's full answer says why (a failure, a refused result, a check)
         raise Rejected(["result_forgery"], "an audited call was answered out of turn") from None
@@ -379,12 +402,15 @@ def _look(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: lis
             _CALIBRATED.pop((str(ctx.dev), str(sub.isolation)), None)
         with ctx.phases("timing.audit.calibration"):
             calib = calibration(sub, uuid, draw, shapes, inplace)
+        kind = "cuda" if ctx.dev.type == "cuda" else "cpu"
+        short = (lambda a: clearly_confirmed(samples_ms, a, kind)) if look == 0 else None  # a second look is whole
         with ctx.phases("timing.audit"):
             audit = run(sub, uuid, draw, shapes, inplace, calib, recheck, n,
-                        statistics.median(samples_ms) if samples_ms else 0.0, first_draw=look * LOOK_DRAWS)
+                        statistics.median(samples_ms) if samples_ms else 0.0, first_draw=look * LOOK_DRAWS,
+                        enough=short)
     except Unaudited as why:
         return "unconfirmed", str(why)[:300], None, None
-    if len(audit.trusted_ms) < n // 2:
+    if not audit.short and len(audit.trusted_ms) < n // 2:
         return "unconfirmed", (f"{audit.late} audited brackets took longer on the host than the longest hold "
                                f"({audit_gpu.MAX_HOLD_S * 1e3:.0f} ms)"), audit, calib
     outcome, why = verdict(samples_ms, audit, calib, ctx.dev.type)

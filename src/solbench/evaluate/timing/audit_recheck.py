@@ -19,8 +19,10 @@ class Recheck:
     """An audited call's outputs judged: each one for presence (no sentinel left), a share against the reference
     too, drawn by the trusted side (``recheck_share``); ``recheck`` None (a null candidate) judges nothing."""
 
-    def __init__(self, recheck: Callable | None):
-        self.recheck, self.checked = recheck, 0
+    def __init__(self, recheck: Callable | None, boost: float = 1.0):
+        """``boost``: how many times ``recheck_share`` a call is judged (a short audit's fewer brackets, each
+        judging more of its calls: ``audit.SHORT_LOOK``)."""
+        self.recheck, self.checked, self.boost = recheck, 0, boost
         self.rng = random.Random(secrets.randbits(64))
 
     def __call__(self, outs: list[Any], inputs: list[Any], after: list[Any], key: dict[str, int],
@@ -29,7 +31,7 @@ class Recheck:
         whether its outputs still hold a sentinel, where already known (``unwritten_calls``)."""
         if unwritten is None:
             unwritten = _unwritten(outs)
-        if self.recheck is None or not (unwritten or self.rng.random() < recheck_share(group)):
+        if self.recheck is None or not (unwritten or self.rng.random() < recheck_share(group) * self.boost):
             return
         self.checked += 1
         bad = self.recheck(outs, inputs, after)

@@ -203,7 +203,9 @@ def _activation(shape, gen, device, pg, u: float, scale: tuple[float, float], ou
         gain[idx] = (_loguniform(pg, *outlier, len(idx)) / s).clamp_min(1.0)
         x.mul_(gain.to(device=device, dtype=torch.float32))
     if outlier is not None and numel:
-        idx = torch.unique(torch.randint(numel, (sets * (1 + numel // sets // OUTLIER_ELEMENTS_PER),), generator=pg))
+        per = numel // sets  # each set gets its own outlier elements, as many as one draw of it would
+        at = torch.randint(per, (sets, 1 + per // OUTLIER_ELEMENTS_PER), generator=pg)
+        idx = torch.unique((at + torch.arange(sets).mul_(per)[:, None]).flatten())
         sign = torch.randint(0, 2, (len(idx),), generator=pg, dtype=torch.float64) * 2 - 1
         vals = sign * _loguniform(pg, *outlier, len(idx))
         x.view(-1)[idx.to(device)] = vals.to(device=device, dtype=torch.float32)

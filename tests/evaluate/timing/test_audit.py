@@ -453,3 +453,41 @@ def test_the_audit_stops_after_the_short_look_only_when_told_it_is_enough(monkey
     assert short.short and len(short.trusted_ms) == SHORT_LOOK and asked == [SHORT_LOOK]
     whole = audit.run(Sub(), "w", draw, [], [], Calibration(0.0, 0.0), None, 16, enough=lambda a: False)
     assert not whole.short and len(whole.trusted_ms) == 16
+
+
+BLIND = [0.0, 0.5, -0.4, 0.05, 0.6, -0.3, 0.02, 0.45, -0.35, 0.01, 0.55, -0.2]  # a noisy audit that saw nothing
+
+
+def test_an_audit_that_saw_no_work_through_its_noise_is_followed_by_another_look(monkeypatch):
+    """A first audit blind with noise (its time within a resolution that is its noise) confirms nothing: two
+    more looks decide, and a forged time below both is convicted; an honest one is confirmed by the next look."""
+    from solbench.evaluate.timing.audit import LOOK_DRAWS, confirm
+    from solbench.evaluate.trusted.outcomes import Rejected
+
+    asked = _looks(monkeypatch, [BLIND, [1.0] * 12, [1.02] * 12])
+    with pytest.raises(Rejected) as e:
+        confirm(_Sub(), "w", None, [], [], None, [0.08] * 30)
+    assert e.value.codes == ["time_forgery"] and asked == [0, LOOK_DRAWS, 2 * LOOK_DRAWS]
+    asked = _looks(monkeypatch, [BLIND, [1.0] * 12])
+    record = confirm(_Sub(), "w", None, [], [], None, [0.98] * 30)
+    assert record["audit_looks"] == 2 and record["audit_ms"] == 1.0 and len(asked) == 2
+
+
+def test_a_small_call_within_the_fixed_tolerance_is_not_blind(monkeypatch):
+    """A call too small for the audit to tell from nothing, audited without noise, is confirmed in one look; so
+    is a noisy audit whose time stands clear of its noise."""
+    from solbench.evaluate.timing.audit import confirm
+
+    asked = _looks(monkeypatch, [[0.004, 0.005, 0.0045, 0.005] * 3])
+    assert confirm(_Sub(), "w", None, [], [], None, [0.004] * 30)["audit_looks"] == 1 and asked == [0]
+    clear = [2.0 + x for x in BLIND]  # the same noise around 2 ms: a time of zero would have been convicted
+    asked = _looks(monkeypatch, [clear])
+    assert confirm(_Sub(), "w", None, [], [], None, [1.95] * 30)["audit_looks"] == 1 and asked == [0]
+
+
+def test_blind_looks_are_looked_past_at_most_twice(monkeypatch):
+    from solbench.evaluate.timing.audit import BLIND_LOOKS, confirm
+
+    asked = _looks(monkeypatch, [BLIND] * 5)
+    record = confirm(_Sub(), "w", None, [], [], None, [0.08] * 30)
+    assert len(asked) == BLIND_LOOKS + 1 == record["audit_looks"]

@@ -191,6 +191,12 @@ class RemoteSubject:
             raise Unaudited(f"the null candidate did not start: {error}")
         return null
 
+    def drop_null_partner(self) -> None:
+        """End the kept null candidate: the next ``null_partner`` starts a fresh one."""
+        if self._null is not None:
+            self._null.close()
+            self._null = None
+
     def null_partner(self) -> "RemoteSubject":
         """This subject's null candidate, started once and kept until the subject closes."""
         if self._null is None or self._null.proc is None:

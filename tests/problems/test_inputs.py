@@ -298,7 +298,8 @@ def test_the_sets_of_a_batch_differ_in_every_random_element_and_keep_their_roles
 def test_every_set_of_a_batch_has_its_outlier_elements():
     """A small activation (no outlier channels) gets at least one outlier element per draw, in a batch too."""
     for seed in range(4):
-        for (x,) in _sets({"x": {"shape": ["T"], "dtype": "float32"}}, {"T": {"type": "var"}}, seed, 16, {"T": 7}):
+        small = _sets({"x": {"shape": ["T"], "dtype": "float32"}}, {"T": {"type": "var"}}, seed, 16, {"T": 7})
+        for (x,) in small:
             assert float(x.abs().max()) >= 8, seed
 
 

@@ -2,8 +2,8 @@
 
 For each round of a candidate's timing the trusted worker fills ``capacity`` slots of an arena it owns, one
 per call of the round: slot k holds input set k of the round's draw (``make_input_sets``: each set fresh in
-every random element, generated on the device in one batch) and room for the outputs, pre-filled with a sentinel (NaN, the integer maximum, the
-byte 2 for booleans). Call k of the round is given slot k's inputs (at slot k's addresses) and writes its
+every random element, generated on the device in one batch) and room for the outputs, pre-filled with a
+sentinel (NaN, the integer maximum, the byte 2 for booleans). Call k of the round is given slot k's inputs (at slot k's addresses) and writes its
 outputs into slot k: destination-passing solutions directly, others through the candidate's harness right
 after the call's end event. The candidate's harness copies slot k's inputs into buffers of its own before call
 k, so no call can see another slot through its arguments. The trusted side keeps a pristine copy of every input

@@ -376,8 +376,8 @@ def confirm(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: l
     (another process's kernels in its brackets, a calibration taken while the device was busy) is not called a
     forgery; a forged time stays below every audit of the work, and one whose second audit cannot be made stands
     convicted by the first. An audit too noisy to tell its time from nothing (``blind``) confirms nothing and is
-    followed by another look (``BLIND_LOOKS`` such at most). Raises ``Rejected`` (``time_forgery``, or what an audited call showed) and
-    ``AuditFailed``."""
+    followed by another look (``BLIND_LOOKS`` such at most). Raises ``Rejected`` (``time_forgery``, or what an
+    audited call showed) and ``AuditFailed``."""
     kind = "cuda" if sub.ctx.dev.type == "cuda" else "cpu"
     n = audit_calls(samples_ms, kind)
     forged: list[tuple[str, str]] = []  # per look that found a forgery: its time per call, why

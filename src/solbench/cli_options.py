@@ -23,12 +23,13 @@ err = Console(stderr=True)
 
 def prestart_worker(device: str) -> None:
     """``--device`` named outright (cpu, cuda, cuda:N): that device's trusted worker starts before this process
-    imports torch, so that the two imports overlap (a cold `eval` or `run` waits for the later one, not both); a
-    device that turns out unavailable ends it with this process. ``auto`` needs torch to resolve: no early start."""
+    imports torch, so that the two imports overlap (a cold `eval` or `run` waits for the later one, not both). The
+    worker reads no job before one is sent, and a device that turns out unavailable ends it with this process.
+    ``auto`` needs torch to resolve: no early start."""
     if device != "auto":
         from solbench.evaluate.trusted import keeper
 
-        keeper.prestart(device)
+        keeper.judge_for(device)
 
 
 def profile_mode(mode: str) -> str:

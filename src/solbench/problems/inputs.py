@@ -145,8 +145,12 @@ def _params(seed: int, name: str) -> torch.Generator:
     Seeded from (seed, name) by a stable hash, never by Python's salted ``hash``: the parameters are the same
     in every process and on every device, and drawing them costs no device synchronisation.
     """
-    key = int.from_bytes(hashlib.sha256(f"solbench-inputs:{seed}:{name}".encode()).digest()[:8], "little") >> 1
-    return torch.Generator(device="cpu").manual_seed(key)
+    return torch.Generator(device="cpu").manual_seed(_hashed(f"solbench-inputs:{seed}:{name}"))
+
+
+def _hashed(text: str) -> int:
+    """A non-negative 63-bit seed from ``text`` by a stable hash (the same in every process)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
 def _loguniform(pg: torch.Generator, lo: float, hi: float, n: int | None = None):
@@ -388,10 +392,10 @@ def make_input_sets(definition: Definition, workload: Workload, seed: int, count
     if sources and all(isinstance(s, CustomInput) for s in sources.values()):
         if custom_entry is None:
             raise ValueError("workload uses custom inputs but the definition names no custom_inputs_entrypoint")
+        scalars = {n: s.value for n, s in sources.items() if isinstance(s, ScalarInput)}
         out = []
         for j in range(count):
             torch.manual_seed(seed if j == 0 else _set_seed(seed, j))
-            scalars = {n: s.value for n, s in sources.items() if isinstance(s, ScalarInput)}
             produced = custom_entry({**axes, **scalars}, device)
             out.append([produced[name] for name in definition.inputs])
         return out
@@ -440,4 +444,4 @@ def _draw(definition: Definition, sources, axes: dict[str, int], seed: int, sets
 
 def _set_seed(seed: int, j: int) -> int:
     """The seed of set (or chunk) ``j`` of a batch drawn from ``seed``, where a part of it is drawn on its own."""
-    return int.from_bytes(hashlib.sha256(f"solbench-set:{seed}:{j}".encode()).digest()[:8], "little") >> 1
+    return _hashed(f"solbench-set:{seed}:{j}")

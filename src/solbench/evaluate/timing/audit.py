@@ -150,8 +150,13 @@ def clearly_confirmed(samples_ms: list[float], audit: Audit, kind: str) -> bool:
     A forged time lies below every bracket of the real work; a disturbed bracket makes the audit go on."""
     if not samples_ms or not audit.trusted_ms:
         return False
-    fixed = CALL_TOL_MS[kind] + ABS_TOL_MS[kind] / max(1, audit.group)
-    return statistics.median(samples_ms) >= AGREE[kind] * max(audit.trusted_ms) - fixed
+    return statistics.median(samples_ms) >= AGREE[kind] * max(audit.trusted_ms) - fixed_tolerance(audit, kind)
+
+
+def fixed_tolerance(audit: Audit, kind: str) -> float:
+    """The least of the audit's resolutions: a bracket's fixed tolerance shared by its group's calls, and the gap
+    between calls (``CALL_TOL_MS``)."""
+    return CALL_TOL_MS[kind] + ABS_TOL_MS[kind] / max(1, audit.group)
 
 
 def resolution(audit: Audit, calib: Calibration, kind: str) -> float:
@@ -382,9 +387,9 @@ def confirm(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: l
     n = audit_calls(samples_ms, kind)
     forged: list[tuple[str, str]] = []  # per look that found a forgery: its time per call, why
     blind = 0  # looks too noisy to tell their time from nothing, looked past (``BLIND_LOOKS`` at most)
-    for look in range(LOOKS + BLIND_LOOKS):
-        if look == LOOKS + blind:
-            break
+    look = -1
+    while look + 1 < LOOKS + blind:
+        look += 1
         outcome, why, audit, calib = _look(sub, uuid, draw, shapes, inplace, recheck, samples_ms, n, look)
         if outcome == "forged":
             forged.append((f"{audit.median_ms:.4g} ms", why))
@@ -415,9 +420,8 @@ def _blind(audit: Audit, calib: Calibration, kind: str) -> bool:
     t = audit.median_ms
     if t is None:
         return False
-    fixed = CALL_TOL_MS[kind] + ABS_TOL_MS[kind] / max(1, audit.group)
     res = resolution(audit, calib, kind)
-    return res > 2 * fixed and AGREE[kind] * t <= res
+    return res > 2 * fixed_tolerance(audit, kind) and AGREE[kind] * t <= res
 
 
 def _look(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[int], recheck: Callable,

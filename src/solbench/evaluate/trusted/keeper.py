@@ -162,13 +162,6 @@ def judge_for(device: str) -> Judge:
     return judge
 
 
-def prestart(device: str) -> None:
-    """Start ``device``'s trusted worker now, ahead of its first job: a command that calls this before it imports
-    torch has the worker's start (its own imports of torch and solbench, its zygote) overlap its own. The worker
-    reads no job before ``run_worker`` sends one, and ends with this process if none comes."""
-    judge_for(device)
-
-
 def retire_judge(device: str) -> None:
     judge = _JUDGES.pop(device, None)
     if judge is not None:

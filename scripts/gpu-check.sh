@@ -14,7 +14,9 @@
 #           agents (the agent loop, an external agent and a transfer experiment against a loopback model server,
 #           real GPU evaluations; then the loop's overhead), languages (one example per kernel language on one
 #           problem, and solutions posing as another language; the languages installed under
-#           /opt/solbench-lang by scripts/carry-language.sh, each on its own solutions' path), select (the GPU tests matching GPU_K, a pytest -k)
+#           /opt/solbench-lang by scripts/carry-language.sh, each on its own solutions' path), select (the GPU tests matching GPU_K, a pytest -k),
+#           serve (the evaluation service under load: request latency, served throughput, times idle and loaded;
+#           needs the service's wheels in .whl: fastapi, starlette, uvicorn, h11, httpx, httpcore, prometheus_client)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline (about 5 minutes for
@@ -103,6 +105,11 @@ for stage in "${stages[@]}"; do
            timeout ${PROFILE_LIMIT:-180} python3 benchmarks/worker_profile.py --db "$SOLBENCH_GPU_DB" \
              --out "$OUT/profile.txt" ${PROFILE_ARGS:---problem $g --solution $g/solutions/triton.py} </dev/null \
              >"$OUT/profile-log.txt" 2>&1; head -n 4 "$OUT/profile-log.txt" ;;
+    serve) # the evaluation service under a bounded load: every starter example submitted, request latency, served
+           # throughput, the rmsnorm example's times idle and under load (benchmarks/service_load.py)
+           timeout ${SERVE_LIMIT:-560} python3 benchmarks/service_load.py --db "$SOLBENCH_GPU_DB" --device cuda \
+             --limit-s $(( ${SERVE_LIMIT:-560} - 60 )) --out "$OUT/service.json" ${SERVE_ARGS:-} </dev/null 2>&1 \
+             | tee "$OUT/service.txt" ;;
     calibrate) timeout 120 python3 -m solbench.cli calibrate --device cuda --db "$SOLBENCH_GPU_DB" </dev/null \
              2>&1 | tee "$OUT/calibrate.txt" ;;
     floor) timeout 120 python3 benchmarks/launch_floor.py </dev/null 2>&1 | tee "$OUT/floor.txt" ;;

@@ -255,6 +255,7 @@ def _groups() -> None:
     from solbench.cli_compare import compare
     from solbench.cli_data import export, import_app
     from solbench.cli_run import run
+    from solbench.cli_serve import serve, token_app
 
     app.add_typer(import_app, name="import")
     app.command("export")(export)
@@ -262,6 +263,8 @@ def _groups() -> None:
     app.add_typer(experiment_app, name="experiment")
     app.command("compare")(compare)
     app.command("run")(run)
+    app.command("serve")(serve)
+    app.add_typer(token_app, name="token")
 
 
 _groups()

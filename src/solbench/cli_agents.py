@@ -41,8 +41,12 @@ def _budget(attempts, submissions, tokens, usd, wall_s):
     return Budget(attempts=attempts, submissions=submissions, tokens=tokens, usd=usd, wall_s=wall_s)
 
 
+ServerOption = typer.Option(None, "--server", help="grade through this `solbench serve` (URL; its token in "
+                            "SOLBENCH_TOKEN) instead of evaluating here")
+
+
 def _setup(device: str, heldout: int, mode: str, budget, templates, experiment: str, secret: Optional[int],
-           external: Optional[str], baselines: Optional[str], store) -> "object":
+           external: Optional[str], baselines: Optional[str], store, server: Optional[str] = None) -> "object":
     from solbench.agents.session import Setup
 
     if mode not in ("chat", "tools"):
@@ -54,8 +58,16 @@ def _setup(device: str, heldout: int, mode: str, budget, templates, experiment: 
         from solbench.agents import run_secret
 
         secret = run_secret.load_or_create(store.path, experiment, store.conn)
+    hardware = None
+    if server:  # the chip the service evaluates on labels the trajectories
+        import os
+
+        from solbench.client import Client
+
+        hardware = Client(server, os.environ.get("SOLBENCH_TOKEN"), retries=2).health()["hardware"]
     return Setup(device=device, heldout=heldout, mode=mode, budget=budget, template_dirs=tuple(templates or ()),
-                 experiment=experiment, secret=secret, external=external, baselines=kinds)
+                 experiment=experiment, secret=secret, external=external, baselines=kinds, server=server,
+                 hardware=hardware)
 
 
 @agent_app.command("run")
@@ -88,6 +100,7 @@ def agent_run(
     baselines: Optional[str] = typer.Option(None, "--baselines", help="comma-separated baseline kinds"),
     seed: Optional[int] = typer.Option(None, "--secret", help="the run's secret seed (default: random, stored)"),
     db: Path = typer.Option("solbench.db", "--db"),
+    server: Optional[str] = ServerOption,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """One attempt at one problem: the built-in loop, or an external agent command."""
@@ -102,8 +115,9 @@ def agent_run(
         name=model, provider="openai", model=model)
     prob = load_problem(problem)
     store = Store(db)
-    setup = _setup(resolve_device(device), heldout, mode, _budget(attempts, submissions, tokens, usd, wall_s), templates,
-                   experiment, seed, agent_cmd, baselines, store)
+    setup = _setup("cpu" if server else resolve_device(device), heldout, mode,
+                   _budget(attempts, submissions, tokens, usd, wall_s), templates, experiment, seed, agent_cmd,
+                   baselines, store, server)
     if agent_env:
         setup = setup.model_copy(update={"external_env": {k: (v if sep else None) for k, sep, v in
                                                           (e.partition("=") for e in agent_env)}})
@@ -226,6 +240,7 @@ def experiment_transfer(
     baselines: Optional[str] = typer.Option(None, "--baselines"),
     seed: Optional[int] = typer.Option(None, "--secret"),
     db: Path = typer.Option("solbench.db", "--db"),
+    server: Optional[str] = ServerOption,
     output: Optional[Path] = typer.Option(None, "--out", help="write the report JSON here"),
 ) -> None:
     """Four arms per problem and replicate (solo A, solo B, A->B and B->A with the other's SKILL.md), equal
@@ -249,8 +264,9 @@ def experiment_transfer(
         twice = sorted({t for t in titles if titles.count(t) > 1})
         raise UserError(f"--problems names one problem twice ({', '.join(twice)})")
     store = Store(db)
-    setup = _setup(resolve_device(device), heldout, mode, _budget(attempts, submissions, tokens, usd, wall_s), (),
-                   experiment, seed, None, baselines, store).model_copy(update={"skill_chars": skill_chars})
+    setup = _setup("cpu" if server else resolve_device(device), heldout, mode,
+                   _budget(attempts, submissions, tokens, usd, wall_s), (), experiment, seed, None, baselines, store,
+                   server).model_copy(update={"skill_chars": skill_chars})
     units = run_transfer(lambda v, n: loaded[v.problems.get(n, n)], names, a, b, cfg, setup, store,
                          replicates=replicates, gate=gate, concurrency=concurrency,
                          progress=lambda m: err.print(m, markup=False))

@@ -37,6 +37,14 @@ def run(
                                              "host of fewer than 8 cores, where builds asked for share the "
                                              "evaluation's cores)"),
     device: str = typer.Option("auto", help="auto, cpu or cuda"),
+    executor: str = typer.Option("auto", help="auto: this process on one device, a slot per GPU where the host "
+                                 "has several; local: a slot process per device of this host; ray: Ray actors "
+                                 "across a cluster (docs/SERVICE.md)"),
+    gpus: Optional[str] = typer.Option(None, help="the GPUs the slots use: all (default), a count, or indices "
+                                       "such as 0,2"),
+    slots: int = typer.Option(1, min=1, help="CPU slots where the slots evaluate on the CPU"),
+    address: Optional[str] = typer.Option(None, help="--executor ray: the cluster to join (auto, ray://host:port); "
+                                          "default: a local Ray instance"),
     db: Path = DbOption,
     as_json: bool = typer.Option(False, "--json"),
     draws: int = typer.Option(5, min=1),
@@ -49,7 +57,8 @@ def run(
     """The main job: evaluate every problem's example solutions against baselines and SOL."""
     from solbench.cli_options import err, out, prestart_worker, profile_mode, resolve_device, stored_calibration
 
-    if jobs == 1:  # evaluations one after another in this process: its trusted worker starts now
+    mode = executor_mode(executor, device, gpus, slots, jobs)
+    if jobs == 1 and mode == "inline":  # evaluations one after another in this process: its worker starts now
         prestart_worker(device)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -78,7 +87,12 @@ def run(
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=err, disable=quiet or as_json) as progress:
         task = progress.add_task(f"solbench run on {dev} ({hw.id})", total=len(selected))
-        if jobs == 1:
+        if mode != "inline":
+            from solbench.cli_schedule import scheduled
+
+            evaluations = scheduled(selected, options, store, run_id, mode, dict(device=device, gpus=gpus,
+                                    slots=slots, address=address), build_jobs, progress, task)
+        elif jobs == 1:
             evaluations = _in_turn(selected, options, store, run_id, dev, build_jobs, progress, task)
         else:  # processes of their own (an evaluation's worker and sandbox are per process), spawned clean,
             # side by side while their device memory fits (evaluate/admission.py)
@@ -101,6 +115,23 @@ def run(
 
     out.print(evaluation_table(evaluations))
     out.print(run_summary(evaluations, run_id, db))
+
+
+def executor_mode(executor: str, device: str, gpus: str | None, slots: int, jobs: int) -> str:
+    """``--executor`` resolved: inline (this process), local or ray."""
+    if executor not in ("auto", "local", "ray"):
+        raise UserError(f"unknown executor {executor!r}: use auto, local or ray")
+    if executor != "auto":
+        if jobs > 1:
+            raise UserError("--jobs runs check-only evaluations side by side in this process: not with --executor")
+        return executor
+    if jobs > 1 or device == "cpu" and slots == 1 and gpus is None:
+        return "inline"
+    from solbench.schedule.devices import visible_gpus
+
+    several = (slots > 1 if device == "cpu" or not visible_gpus() else
+               (gpus is None and len(visible_gpus()) > 1) or (gpus is not None and gpus not in ("1", "0")))
+    return "local" if several else "inline"
 
 
 def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str, build_jobs: int | None,

@@ -5,8 +5,9 @@ problem's public workloads (what feedback shows) and ``heldout`` extra workloads
 a seed the agent never sees. The score of a submission (``Graded.score_*``) comes from the held-out workloads
 alone, so no feedback ever showed what it is scored on; ``passed`` needs every workload, held-out ones included.
 
-One timed GPU evaluation runs at a time per device: ``grade`` holds the device's lock, so attempts that run
-concurrently wait for each other's evaluations and never time kernels side by side.
+One timed evaluation runs at a time per device: the evaluator holds the device's lease
+(``solbench.evaluate.lease``), so attempts that run concurrently, in this process or another, wait for each
+other's evaluations and never time kernels side by side.
 """
 
 from __future__ import annotations
@@ -23,14 +24,8 @@ from solbench.errors import UserError
 from solbench.problems.solution import BuildSpec, Solution, SourceFile
 from solbench.records import scoring
 
-_device_locks: dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-def device_lock(device: str) -> threading.Lock:
-    """The lock every timed evaluation on ``device`` holds (one GPU evaluation at a time per GPU)."""
-    with _locks_guard:
-        return _device_locks.setdefault(device, threading.Lock())
+#: verdicts a workload gets when nothing of the candidate ran on it (its build failed, its language is missing)
+NOT_RUN = ("compile_error", "unsupported")
 
 
 def is_heldout(uuid: str) -> bool:
@@ -44,10 +39,15 @@ def graded_from(ev: Any, submission: int, eval_s: float = 0.0, log_chars: int = 
     scored = hidden or visible  # a problem without variable axes has nothing to draw: its public workloads score
     passed = ev.verdict == "passed" and bool(ev.workloads) and all(w.verdict == "passed" for w in ev.workloads)
     failing = next((w for w in visible if w.verdict != "passed"), None)
-    log = ev.log or ""
+    hidden_failing = next((w for w in hidden if w.verdict != "passed"), None)
+    # what a held-out workload's run printed or failed with may name its shapes: the log only while none ran,
+    # and a held-out failure by its verdict alone
+    log = (ev.log or "") if not any(w.verdict not in NOT_RUN for w in hidden) else ""
+    message = (failing.message if failing else
+               f"a held-out workload: {hidden_failing.verdict}" if hidden_failing else ev.message)
     return Graded(
         submission=submission, solution_digest=ev.solution_digest, language=ev.language, verdict=ev.verdict,
-        reasons=list(ev.reasons), message=(failing.message if failing else ev.message),
+        reasons=list(ev.reasons), message=message,
         log_tail=log[-log_chars:] if (failing is not None or not ev.workloads) and log.strip() else None,
         visible=[WorkloadFeedback(uuid=w.uuid, label=w.label, verdict=w.verdict, reasons=list(w.reasons),
                                   time_ms=w.time_ms, sol_ms=w.sol_ms, bound=w.bound, sol_score=w.sol_score,
@@ -112,10 +112,73 @@ class EvalGrader:
         opts = dataclasses.replace(self.options, seed=self.seed, heldout=self.heldout, progress=None)
         t0 = time.perf_counter()
         try:
-            with device_lock(opts.device):
-                ev = evaluate(self.problem, solution, opts, store=self._store())
+            ev = evaluate(self.problem, solution, opts, store=self._store())
         except UserError as exc:  # an unsupported language, say: a verdict on the submission, not a crash
             return Graded(submission=self.count, solution_digest=solution.digest(), language=language,
                           verdict="unsupported", reasons=["unsupported_language"], message=str(exc)[:300])
         self.evaluations.append(ev)
         return graded_from(ev, self.count, time.perf_counter() - t0)
+
+
+class RemoteGrader:
+    """Grades submissions to one problem through ``solbench serve`` (``--server``): the service's scheduler runs
+    them on its devices, and answers only what feedback may show. ``group`` names the held-out workloads:
+    attempts with one group (the arms of a transfer experiment on one problem and replicate) meet the same ones,
+    drawn from a seed only the service knows. The token comes from SOLBENCH_TOKEN."""
+
+    def __init__(self, problem: Any, options: Any, server: str, group: str, heldout: int = 3,
+                 entry: str = "run", dps: bool = True, client: Any = None):
+        import os
+
+        from solbench.client import Client
+
+        self.problem, self.options, self.group, self.heldout = problem, options, group, heldout
+        self.entry, self.dps = entry, dps
+        self.client = client or Client(server, os.environ.get("SOLBENCH_TOKEN"))
+        self.count = 0
+
+    def grade(self, files: dict[str, str], language: str, entry: str | None = None) -> Graded:
+        self.count += 1
+        entry_file = entry or next((p for p, text in files.items() if f"def {self.entry}(" in text), None)
+        options = {"heldout": self.heldout, "draws": self.options.draws,
+                   "single_language": self.options.single_language,
+                   **({"baselines": list(self.options.baselines)} if self.options.baselines is not None else {})}
+        body = {"problem": self.problem.name, "sources": files, "language": language, **self._upload(),
+                "destination_passing_style": self.dps, "seed_group": self.group, "options": options,
+                **({"entry_point": f"{entry_file}::{self.entry}"} if entry_file else {})}
+        t0 = time.perf_counter()
+        try:
+            job = self.client.wait(self.client.submit_batch([body])[0])
+        except UserError as exc:  # the service refused it (no entry, an unknown language): a verdict
+            return Graded(submission=self.count, solution_digest="", language=language, verdict="compile_error",
+                          reasons=["bad_submission"], message=str(exc)[:300])
+        return graded_from_service(job, self.count, language, time.perf_counter() - t0)
+
+
+    def _upload(self) -> dict:
+        """A problem the service does not bundle travels with the submission (its token needs --uploads)."""
+        from solbench.problems.problem import bundled_problem_dirs
+
+        directory = self.problem.directory.resolve()
+        if directory in {d.resolve() for d in bundled_problem_dirs()}:
+            return {}
+        return {"problem_files": {p.name: p.read_text() for p in sorted(directory.iterdir()) if p.is_file()}}
+
+
+def graded_from_service(job: dict, submission: int, language: str, eval_s: float = 0.0) -> Graded:
+    """A ``Graded`` from the service's answer for one job (a job the service could not evaluate: runtime_error)."""
+    r = job.get("result")
+    if job.get("state") != "done" or not r:
+        return Graded(submission=submission, solution_digest="", language=language, verdict="runtime_error",
+                      reasons=["service_failed"], message=f"{job.get('state')}: {job.get('error') or ''}"[:300],
+                      eval_s=eval_s)
+    visible = [WorkloadFeedback(**{k: w.get(k) for k in ("uuid", "label", "verdict", "time_ms", "sol_ms", "bound",
+                                                          "sol_score", "baseline_ms", "max_abs_err", "failure")},
+                                reasons=w.get("reasons") or []) for w in r.get("workloads") or []]
+    passed = bool(r.get("passed"))
+    return Graded(submission=submission, solution_digest=r.get("solution_digest") or "", language=r["language"],
+                  verdict=r["verdict"], reasons=r.get("reasons") or [], message=r.get("message"),
+                  log_tail=r.get("log_tail"), visible=visible, passed=passed,
+                  score_sol=r.get("sol_score") if passed else 0.0, score_speedup=r.get("speedup") if passed else None,
+                  evaluation_id=r.get("evaluation_id"), eval_s=eval_s)
+

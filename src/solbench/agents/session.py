@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from solbench.agents import prompts
-from solbench.agents.grader import EvalGrader
+from solbench.agents.grader import EvalGrader, RemoteGrader
 from solbench.agents.loop import Attempt, AttemptResult
 from solbench.agents.metrics import Trial
 from solbench.agents.types import Budget, Usage
@@ -45,6 +45,8 @@ class Setup(BaseModel):
     #: the attempt's language alone must do the work (an arm in CuTe DSL may not pass by calling Triton, a
     #: vendor library or torch.compile): ``EvalOptions.single_language``
     single_language: bool = True
+    #: grade through this ``solbench serve`` instead of this process's evaluator (its token: SOLBENCH_TOKEN)
+    server: str | None = None
 
 
 def seed_for(secret: int, problem: str, replicate: int) -> int:
@@ -89,9 +91,11 @@ def run_attempt(problem: Any, language: str, model: Any, setup: Setup, store: An
     if done is not None:
         return AttemptResult.model_validate(done)
     opts = EvalOptions(device=setup.device, baselines=setup.baselines, single_language=setup.single_language)
-    grader = EvalGrader(problem, opts, store=store, heldout=setup.heldout,
-                        seed=seed_for(setup.secret, problem.name, replicate), author=model.name,
-                        label=f"{arm}-r{replicate}")
+    seed = seed_for(setup.secret, problem.name, replicate)
+    grader = (RemoteGrader(problem, opts, setup.server, group=f"{setup.experiment}:{seed:x}", heldout=setup.heldout)
+              if setup.server else
+              EvalGrader(problem, opts, store=store, heldout=setup.heldout, seed=seed, author=model.name,
+                         label=f"{arm}-r{replicate}"))
     if skill_in:
         skill_in = _checked_skill(skill_in, journal)
     if setup.external:

@@ -10,6 +10,7 @@ or a second job (``baselines``); each workload's result is judged (``decision``)
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import secrets
 import time
@@ -20,7 +21,7 @@ from typing import Any, Callable
 from solbench import tempdirs
 from solbench.analysis.heldout import HELDOUT_PREFIX
 from solbench.analysis.roofline import Work, count_work
-from solbench.evaluate import build_cache
+from solbench.evaluate import build_cache, lease
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
 from solbench.evaluate.integrity import linked
 from solbench.evaluate.isolation.namespaces import namespaces_available
@@ -197,7 +198,11 @@ def _unrun(uuid: str, build: Carry, unavailable: str | None, why: str) -> Worklo
                                  ["language_unavailable" if unavailable else "too_large_for_device"], why)
 
 
-def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None, run_id: int | None = None) -> Evaluation:
+def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None, run_id: int | None = None,
+             record: bool = True) -> Evaluation:
+    """Evaluate ``solution`` on ``problem``. ``store``: the results database, where the baselines' cache is read
+    and written and, with ``record``, the evaluation is stored (without: its caller stores it, as a scheduler's
+    single writer does)."""
     from solbench.evaluate.languages import get_language
     from solbench.hardware.registry import detect
 
@@ -218,7 +223,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
                     if opts.static_checks else [])
     if any(f.severity == "reject" for f in findings):
         return rejected_statically(problem, solution, language.name, opts, uuids, findings, seed, started_wall, t0,
-                                   store, run_id)
+                                   store if record else None, run_id)
     # a private directory locked by this process: one that a killed run left behind is swept by the next
     tempdirs.sweep(EVAL_PREFIX)
     owner = tempdirs.private_dir(EVAL_PREFIX)
@@ -246,17 +251,19 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         # the SOL analysis (fake tensors, CPU only) runs in this process while the candidate's worker runs
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        with ThreadPoolExecutor(max_workers=1) as pool, contextlib.ExitStack() as leased:
             analysis = pool.submit(_timed, analyse, problem, uuids)
+            with ph("lease"):  # the device's lease, to the baselines' end: timing is exclusive on its GPU
+                leased.enter_context(lease.hold(opts.device, exclusive=_times(opts)))
             with ph("worker"), build:
                 cand = keeper.run_worker(cand_job, opts.startup_timeout_s, opts.workload_timeout_s, workdir)
             work, analysis_s = analysis.result()
-        ph.add("analysis", analysis_s)  # in a thread of its own, while the worker ran
-        with ph("stage"):
-            _carry_cache(private / "triton", carried, below=private)
-        env = _environment(cand, build, opts)
-        with ph("baselines"):
-            base = _baselines(problem, runnable, opts, seed, env, workdir, store) if runnable else {}
+            ph.add("analysis", analysis_s)  # in a thread of its own, while the worker ran
+            with ph("stage"):
+                _carry_cache(private / "triton", carried, below=private)
+            env = _environment(cand, build, opts)
+            with ph("baselines"):
+                base = _baselines(problem, runnable, opts, seed, env, workdir, store) if runnable else {}
     finally:
         owner.close()
     with ph("judge"):
@@ -271,7 +278,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
     ev.seed, ev.started = seed, started_wall
     _phases(ev, ph, cand, results)
     ev.elapsed_s = time.perf_counter() - t0
-    if store is not None:
+    if store is not None and record:
         t_store = time.perf_counter()
         store.add_evaluation(ev, solution.model_dump_json(), run_id)
         ev.phases["store"] = round(time.perf_counter() - t_store, 6)
@@ -389,6 +396,11 @@ def _phases(ev: Evaluation, ph: Phases, cand: keeper.WorkerOutcome, results: lis
     for r in results:
         ph.merge(r.phases)
     ev.phases = ph.take()
+
+
+def _times(opts: EvalOptions) -> bool:
+    """Whether the evaluation times anything: the candidate, or baselines the cache may lack."""
+    return opts.time_candidate or opts.baselines != ()
 
 
 def _timed(fn, *args):

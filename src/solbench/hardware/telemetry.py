@@ -64,19 +64,36 @@ def _cuda_uuid(index: int) -> str | None:
     return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
 
 
+def visible_entry(index: int) -> str | None:
+    """CUDA_VISIBLE_DEVICES' entry for CUDA device ``index`` of this process (an NVML index or a ``GPU-`` UUID),
+    or None where the variable is unset: a scheduler's slot sees one GPU as device 0, which NVML, ignoring the
+    variable, numbers by its place on the host."""
+    import os
+
+    text = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if text is None:
+        return None
+    entries = [e.strip() for e in text.split(",") if e.strip()]
+    return entries[index] if index < len(entries) else None
+
+
 def _handle(index: int):
-    """NVML's handle for CUDA device ``index``: found by UUID where torch knows it, else by NVML's own index."""
+    """NVML's handle for CUDA device ``index``: found by UUID where torch knows it, else by CUDA_VISIBLE_DEVICES'
+    entry for it, else by NVML's own index."""
     nv = _nvml()
     if nv is None:
         return None, None
     uuid = _cuda_uuid(index)
+    visible = visible_entry(index)
+    if uuid is None and visible is not None and not visible.isdigit():
+        uuid = visible
     if uuid is not None:
         try:
             return nv, nv.nvmlDeviceGetHandleByUUID(uuid)
         except Exception:
             pass
     try:
-        return nv, nv.nvmlDeviceGetHandleByIndex(index)
+        return nv, nv.nvmlDeviceGetHandleByIndex(int(visible) if visible and visible.isdigit() else index)
     except Exception:
         return None, None
 

@@ -63,6 +63,8 @@ CODES: dict[str, Code] = {c.id: c for c in (
        "unsupported"),
     _c("bad_submission", _R, "Agent track: the submission could not be read as a solution (no entry file, a path "
        "outside the solution).", "compile_error"),
+    _c("service_failed", _R, "Agent track through a service (`--server`): the service could not evaluate the "
+       "submission (its job failed or was cancelled; the job's error is the message).", "runtime_error"),
     # the reference cannot judge
     _c("reference_failed", _R, "The problem's reference raised on the trusted side.", "invalid_reference"),
     _c("reference_nan", _R, "The reference's output holds NaN on the first draw's inputs.", "invalid_reference"),

@@ -136,12 +136,14 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
 
 
 class Store:
-    def __init__(self, path: str | Path = "solbench.db"):
+    """``shared``: the connection may be used from several threads (the caller serialises its use)."""
+
+    def __init__(self, path: str | Path = "solbench.db", shared: bool = False):
         self.path = Path(path)
         if self.path.exists() and self.path.is_dir():
             raise UserError(f"--db {self.path} is a directory")
         try:
-            self.conn = sqlite3.connect(str(self.path), timeout=30)
+            self.conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=not shared)
             self.conn.executescript(SCHEMA)
             _add_missing_columns(self.conn)
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -167,34 +169,8 @@ class Store:
 
     # ---- evaluations ---------------------------------------------------------
     def add_evaluation(self, ev: Evaluation, solution_json: str, run_id: int | None = None) -> int:
-        cur = self.conn.execute(
-            """INSERT INTO evaluations (run_id, created, problem, problem_dir, problem_digest, solution, solution_digest,
-               solution_json, language, author, hardware, device, device_name, verdict, reasons, warnings, message,
-               sol_score, seed, environment, elapsed_s, log, summary)
-               VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
-            (run_id, ev.started or _now(), ev.problem, ev.problem_dir, ev.problem_digest, ev.solution,
-             ev.solution_digest, solution_json, ev.language, ev.author, ev.hardware, ev.device, ev.device_name,
-             ev.verdict, json.dumps(ev.reasons), json.dumps(ev.warnings), ev.message, ev.sol_score,
-             str(ev.seed) if ev.seed is not None else None, json.dumps(ev.environment), ev.elapsed_s, ev.log,
-             json.dumps({"mean_speedup_vs_eager": ev.mean_speedup_vs_eager, "fast_p": ev.fast_p,
-                         "findings": ev.findings, "phases": ev.phases})),
-        )
-        eid = int(cur.lastrowid)
-        for w in ev.workloads:
-            self.conn.execute(
-                """INSERT INTO measurements (evaluation_id, workload, verdict, reasons, time_ms, iqr_ms, n_samples,
-                   samples_ms, wall_ms, graph_ms, eager_ms, compile_ms, baseline_file_ms, baseline_ms, baseline, sol_ms,
-                   calibrated_sol_ms, bound, sol_score, max_abs_err, max_rel_err, failure, clocks, peak_memory_bytes,
-                   detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
-                (eid, w.uuid, w.verdict, json.dumps(w.reasons), w.time_ms, w.iqr_ms, w.n_samples,
-                 json.dumps(w.samples_ms), json.dumps(w.wall_ms), w.graph_ms, w.eager_ms, w.compile_ms,
-                 w.baseline_file_ms, w.baseline_ms, w.baseline, w.sol_ms, w.calibrated_sol_ms, w.bound, w.sol_score,
-                 _finite(w.max_abs_err), _finite(w.max_rel_err), json.dumps(w.failure) if w.failure else None,
-                 json.dumps(w.clocks), w.peak_memory_bytes,
-                 w.model_dump_json(exclude={"samples_ms", "wall_ms", "clocks"})),
-            )
+        eid = insert_evaluation(self.conn, ev, solution_json, run_id)
         self.conn.commit()
-        ev.id = eid
         return eid
 
     def evaluation(self, eid: int) -> tuple[Evaluation, str]:
@@ -262,6 +238,39 @@ class Store:
         row = self.conn.execute("SELECT data FROM calibrations WHERE hardware=? ORDER BY id DESC LIMIT 1",
                                 (hardware,)).fetchone()
         return json.loads(row[0]) if row else None
+
+
+def insert_evaluation(conn: sqlite3.Connection, ev: Evaluation, solution_json: str, run_id: int | None = None) -> int:
+    """Insert an evaluation and its workloads' measurements without committing: the caller's transaction holds
+    them (a scheduler stores a result and marks its job done in one, so a result is stored exactly once)."""
+    cur = conn.execute(
+        """INSERT INTO evaluations (run_id, created, problem, problem_dir, problem_digest, solution, solution_digest,
+           solution_json, language, author, hardware, device, device_name, verdict, reasons, warnings, message,
+           sol_score, seed, environment, elapsed_s, log, summary)
+           VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+        (run_id, ev.started or _now(), ev.problem, ev.problem_dir, ev.problem_digest, ev.solution,
+         ev.solution_digest, solution_json, ev.language, ev.author, ev.hardware, ev.device, ev.device_name,
+         ev.verdict, json.dumps(ev.reasons), json.dumps(ev.warnings), ev.message, ev.sol_score,
+         str(ev.seed) if ev.seed is not None else None, json.dumps(ev.environment), ev.elapsed_s, ev.log,
+         json.dumps({"mean_speedup_vs_eager": ev.mean_speedup_vs_eager, "fast_p": ev.fast_p,
+                     "findings": ev.findings, "phases": ev.phases})),
+    )
+    eid = int(cur.lastrowid)
+    for w in ev.workloads:
+        conn.execute(
+            """INSERT INTO measurements (evaluation_id, workload, verdict, reasons, time_ms, iqr_ms, n_samples,
+               samples_ms, wall_ms, graph_ms, eager_ms, compile_ms, baseline_file_ms, baseline_ms, baseline, sol_ms,
+               calibrated_sol_ms, bound, sol_score, max_abs_err, max_rel_err, failure, clocks, peak_memory_bytes,
+               detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+            (eid, w.uuid, w.verdict, json.dumps(w.reasons), w.time_ms, w.iqr_ms, w.n_samples,
+             json.dumps(w.samples_ms), json.dumps(w.wall_ms), w.graph_ms, w.eager_ms, w.compile_ms,
+             w.baseline_file_ms, w.baseline_ms, w.baseline, w.sol_ms, w.calibrated_sol_ms, w.bound, w.sol_score,
+             _finite(w.max_abs_err), _finite(w.max_rel_err), json.dumps(w.failure) if w.failure else None,
+             json.dumps(w.clocks), w.peak_memory_bytes,
+             w.model_dump_json(exclude={"samples_ms", "wall_ms", "clocks"})),
+        )
+    ev.id = eid
+    return eid
 
 
 def _finite(x: float | None) -> float | None:

@@ -1,0 +1,170 @@
+"""The evaluation service under a bounded load: its own overhead per request, its throughput, and whether a
+solution's kernel times stay put while it is busy (issue 24's targets; figures in docs/PERFORMANCE.md).
+
+It starts ``solbench serve`` on a free loopback port (a fresh token in DB), then:
+
+1. **idle**: the reference solution (``--reference``, default rmsnorm's Triton example) alone, its public
+   workloads' times;
+2. **load**: every example solution of the selected problems submitted one request each, while ``--pollers``
+   threads send ``--gets`` GET requests in all (a fixed number: the test stops by itself) for random submitted
+   jobs; the reference solution is submitted again in the middle of the load;
+3. it waits for every job (long polls, not counted as overhead) and reports: each request kind's latency
+   (p50, p99, max; target p99 under 20 ms on loopback), evaluations and workloads per hour from the first
+   submission to the last result, and the reference's per-workload time under load against idle (target:
+   medians within 1%).
+
+    python benchmarks/service_load.py --db gpu.db --device cuda --suite starter --out service.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+TARGET_P99_S = 0.020
+TARGET_DRIFT = 0.01
+
+
+def quantiles(xs: list[float]) -> dict:
+    xs = sorted(xs)
+    if not xs:
+        return {"n": 0}
+    pick = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))]  # noqa: E731
+    return {"n": len(xs), "p50_ms": round(pick(0.5) * 1e3, 2), "p99_ms": round(pick(0.99) * 1e3, 2),
+            "max_ms": round(xs[-1] * 1e3, 2)}
+
+
+def start_service(args, port: int) -> tuple[subprocess.Popen, str]:
+    from solbench.service.tokens import Tokens
+
+    token = Tokens(args.db).add(f"load-{os.getpid()}-{int(time.time())}", rate=1_000_000)
+    cmd = [sys.executable, "-m", "solbench.cli", "serve", "--db", args.db, "--port", str(port), "--device",
+           args.device, "--slots", str(args.slots)]
+    log = open(Path(args.out).with_suffix(".serve.log"), "w")
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    return proc, token
+
+
+def bodies(args) -> list[tuple[str, dict]]:
+    """(problem, Solution JSON) of every example solution of the selection."""
+    from solbench.problems.problem import load_problem
+    from solbench.problems.solution import load_solution
+    from solbench.problems.suite import select_problems
+
+    problems = [load_problem(p) for p in args.problem] if args.problem else select_problems(suite=args.suite)
+    return [(p.name, load_solution(s, p.definition).model_dump()) for p in problems for s in p.example_solutions]
+
+
+def timed(latency: dict, kind: str, fn):
+    t0 = time.perf_counter()
+    out = fn()
+    latency.setdefault(kind, []).append(time.perf_counter() - t0)
+    return out
+
+
+def public_times(job: dict) -> dict[str, float]:
+    r = job.get("result") or {}
+    return {w["uuid"]: w["time_ms"] for w in r.get("workloads") or [] if w.get("time_ms")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--slots", type=int, default=1)
+    ap.add_argument("--suite", default="starter")
+    ap.add_argument("--problem", action="append", help="only these problems (default: the suite's)")
+    ap.add_argument("--reference", default="rmsnorm", help="the problem whose first example is timed idle and "
+                    "under load")
+    ap.add_argument("--gets", type=int, default=2000)
+    ap.add_argument("--pollers", type=int, default=4)
+    ap.add_argument("--limit-s", type=float, default=1500)
+    ap.add_argument("--out", default="service.json")
+    args = ap.parse_args()
+
+    from solbench.client import Client
+
+    port = 18000 + os.getpid() % 2000
+    proc, token = start_service(args, port)
+    url = f"http://127.0.0.1:{port}"
+    c = Client(url, token, max_in_flight=64)
+    report: dict = {"device": args.device, "slots": args.slots}
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                report["health"] = c.health()
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        work = bodies(args)
+        ref = next(b for b in work if b[0] == args.reference)
+        latency: dict[str, list[float]] = {}
+        idle = c.wait(timed(latency, "submit", lambda: c.submit(ref[0], solution=ref[1])), args.limit_s)
+        ids: list[int] = []
+        t_first = time.time()
+
+        def poll(n: int) -> None:
+            for _ in range(n):
+                if ids:
+                    jid = random.choice(ids)
+                    timed(latency, "get", lambda: c.job(jid))
+                time.sleep(0.05)
+
+        pollers = [threading.Thread(target=poll, args=(args.gets // args.pollers,)) for _ in range(args.pollers)]
+        for t in pollers:
+            t.start()
+        half = len(work) // 2
+        for i, (problem, solution) in enumerate(work):
+            ids.append(timed(latency, "submit", lambda: c.submit(problem, solution=solution)))
+            if i == half:
+                loaded_id = timed(latency, "submit", lambda: c.submit(ref[0], solution=ref[1]))
+                ids.append(loaded_id)
+        jobs = [c.wait(j, args.limit_s) for j in ids]
+        for t in pollers:
+            t.join()
+        done = [j for j in jobs if j["state"] == "done"]
+        t_last = max((j["finished"] for j in jobs if j.get("finished")), default=time.time())
+        hours = max(t_last - t_first, 1e-9) / 3600
+        n_workloads = sum(len(j["result"]["workloads"]) + j["result"]["heldout"]["count"] for j in done)
+        loaded = next(j for j in jobs if j["id"] == loaded_id)
+        a, b = public_times(idle), public_times(loaded)
+        drift = {u: round(b[u] / a[u] - 1, 4) for u in a if u in b}
+        report.update({
+            "requests": {**{k: quantiles(v) for k, v in latency.items()},
+                         "all": quantiles([x for v in latency.values() for x in v])},
+            "evaluations": len(jobs), "done": len(done),
+            "verdicts": {v: sum(j["result"]["verdict"] == v for j in done) for v in
+                         sorted({j["result"]["verdict"] for j in done})},
+            "wall_s": round(t_last - t_first, 1), "evaluations_per_hour": round(len(done) / hours, 1),
+            "workloads_per_hour": round(n_workloads / hours, 1),
+            "reference": {"problem": ref[0], "idle_ms": a, "loaded_ms": b, "drift": drift,
+                          "median_drift": statistics.median(drift.values()) if drift else None},
+            "targets": {"p99_s": TARGET_P99_S, "drift": TARGET_DRIFT},
+        })
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    print(json.dumps({k: report.get(k) for k in ("requests", "done", "evaluations_per_hour", "workloads_per_hour",
+                                                 "wall_s")}, indent=1))
+    ref_report = report.get("reference") or {}
+    print("reference drift under load:", ref_report.get("median_drift"))
+
+
+if __name__ == "__main__":
+    main()

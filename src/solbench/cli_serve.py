@@ -1,0 +1,103 @@
+"""``solbench serve`` (the evaluation service on this host's devices) and ``solbench token`` (its API tokens)."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from solbench.cli_options import DbOption, out
+from solbench.errors import UserError
+from solbench.guard import GuardedTyper
+
+
+class _Token(GuardedTyper):
+    prefix = "token"
+
+
+token_app = _Token(no_args_is_help=True, help="The evaluation service's API tokens (stored hashed).")
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", help="address to listen on"),
+    port: int = typer.Option(8000, min=1, max=65535),
+    db: Path = DbOption,
+    device: str = typer.Option("auto", help="auto (every GPU, else the CPU), cpu or cuda"),
+    gpus: Optional[str] = typer.Option(None, help="the GPUs to serve: all (default), a count, or indices such as 0,2"),
+    slots: int = typer.Option(1, min=1, help="CPU slots where the service evaluates on the CPU"),
+    executor: str = typer.Option("local", help="local (a slot process per device of this host) or ray"),
+    address: Optional[str] = typer.Option(None, help="--executor ray: the cluster to join"),
+    open_access: bool = typer.Option(False, "--open", help="no token needed (loopback addresses only)"),
+) -> None:
+    """Serve evaluations over HTTP: POST /v1/evaluations, GET /v1/evaluations/ID?wait=30, /health, /metrics,
+    /docs (docs/SERVICE.md)."""
+    import uvicorn
+
+    from solbench.cli_schedule import executor_for
+    from solbench.schedule.queue import JobQueue
+    from solbench.schedule.scheduler import Scheduler
+    from solbench.service.app import create_app
+    from solbench.service.tokens import Tokens
+
+    if executor not in ("local", "ray"):
+        raise UserError(f"unknown executor {executor!r}: use local or ray")
+    if open_access and not _loopback(host):
+        raise UserError(f"--open serves without tokens: only on a loopback address, not {host}")
+    if not open_access and not Tokens(db).any():
+        raise UserError(f"no API token in {db}: make one with `solbench token add NAME --db {db}`, or serve "
+                        "--open on loopback")
+    ex = executor_for(executor, dict(device=device, gpus=gpus, slots=slots, address=address), db)
+    sched = Scheduler(JobQueue(db), ex)
+    back = sched.start()  # before the port opens: a second service on this database ends here, in one line
+    out.print(f"solbench serve: {len(ex.slots)} slot(s) ({', '.join(s.name for s in ex.slots)}), {db}"
+              + (f"; {len(back)} job(s) left running by a previous service put back" if back else ""))
+    app = create_app(db, sched, open_access=open_access, device=ex.slots[0].device)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@token_app.command("add")
+def token_add(name: str = typer.Argument(..., help="the token's name (its jobs are its own)"),
+              priority: int = typer.Option(0, help="its jobs' priority in the queue (higher first)"),
+              quota: int = typer.Option(0, min=0, help="evaluations it may submit in any 24 hours (0: no limit)"),
+              rate: int = typer.Option(600, min=1, help="requests a minute"),
+              uploads: bool = typer.Option(False, "--uploads", help="it may upload problems (their reference code "
+                                           "runs on the trusted side)"),
+              db: Path = DbOption) -> None:
+    """Make a token; it is printed once (the database keeps only its hash)."""
+    from solbench.service.tokens import Tokens
+
+    print(Tokens(db).add(name, priority=priority, quota=quota, rate=rate, uploads=uploads))
+
+
+@token_app.command("list")
+def token_list(db: Path = DbOption) -> None:
+    """The tokens (names and limits, never the secrets)."""
+    from rich.table import Table
+
+    from solbench.service.tokens import Tokens
+
+    table = Table("name", "created", "priority", "quota", "rate", "uploads", "revoked")
+    for t in Tokens(db).listing():
+        table.add_row(*(str(t[k]) if t[k] is not None else "-" for k in
+                        ("name", "created", "priority", "quota", "rate", "uploads", "revoked")))
+    out.print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(name: str, db: Path = DbOption) -> None:
+    """Refuse a token from now on (kept for the record)."""
+    from solbench.service.tokens import Tokens
+
+    Tokens(db).revoke(name)
+    out.print(f"token {name} revoked")

@@ -1,0 +1,38 @@
+"""What running a job on a slot came to, as an executor reports it to the scheduler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal, Protocol
+
+from solbench.schedule.devices import Slot
+from solbench.schedule.jobs import Job
+
+#: result: an evaluation (any verdict); error: the job cannot be evaluated (a bad problem, say); lost: the slot
+#: died under it (put back, counted against the job); unavailable: the slot could not start (put back uncounted,
+#: the slot rests); cancelled: its submitter cancelled it; timeout: it outlived the scheduler's limit
+Kind = Literal["result", "error", "lost", "unavailable", "cancelled", "timeout"]
+
+
+@dataclass
+class Outcome:
+    kind: Kind
+    evaluation: str | None = None  # the Evaluation's JSON
+    solution: str | None = None  # the Solution's JSON
+    message: str = ""
+
+
+#: called every tick while a job runs: False ends it (cancelled, or its lease is gone)
+Tick = Callable[[], bool]
+
+
+class Executor(Protocol):
+    slots: list[Slot]
+
+    def run(self, slot: Slot, job: Job, tick: Tick, tick_s: float, timeout_s: float) -> Outcome: ...
+
+    def recycle(self, slot: Slot) -> None: ...
+
+    def health(self) -> dict[str, dict]: ...
+
+    def close(self) -> None: ...

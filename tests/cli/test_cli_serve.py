@@ -1,0 +1,60 @@
+"""`solbench run` through the scheduler (two CPU slots), `solbench token`, and `solbench serve`'s refusals: one
+line and exit 2."""
+
+import json
+import sqlite3
+
+import pytest
+
+from tests.cli.test_cli import invoke, one_line, solbench
+
+pytestmark = pytest.mark.slow
+
+
+def test_run_through_two_slots_stores_each_evaluation_once(tmp_path):
+    db = tmp_path / "r.db"
+    res = solbench("run", "--problem", "rmsnorm", "--problem", "silu_and_mul", "--language", "triton",
+                   "--executor", "local", "--slots", "2", "--device", "cpu", "--db", str(db), "--json")
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    evs = json.loads(res.stdout[res.stdout.index("["):])
+    assert sorted((e["problem"], e["verdict"]) for e in evs) == [("rmsnorm", "passed"), ("silu_and_mul", "passed")]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == 2
+        assert conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall() == [("done", 2)]
+        assert {r[0] for r in conn.execute("SELECT run_id FROM evaluations")} == {1}
+
+
+def test_tokens_are_shown_once_and_stored_hashed(tmp_path):
+    db = tmp_path / "s.db"
+    made = invoke("token", "add", "trainer", "--quota", "5", "--db", db)
+    secret = made.stdout.strip()
+    assert made.exit_code == 0 and secret.startswith("sb_")
+    listed = invoke("token", "list", "--db", db)
+    assert "trainer" in listed.stdout and secret not in listed.stdout
+    with sqlite3.connect(db) as conn:
+        assert secret not in repr(conn.execute("SELECT * FROM api_tokens").fetchall())
+    assert invoke("token", "add", "trainer", "--db", db).exit_code == 2
+    assert invoke("token", "revoke", "trainer", "--db", db).exit_code == 0
+    assert invoke("token", "revoke", "trainer", "--db", db).exit_code == 2
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--open", "--host", "0.0.0.0"], "loopback"),
+    ([], "no API token"),
+    (["--executor", "slurm"], "unknown executor"),
+])
+def test_serve_refuses_in_one_line(tmp_path, args, words):
+    res = solbench("serve", "--db", str(tmp_path / "s.db"), "--device", "cpu", *args)
+    assert res.returncode == 2 and words in one_line(res.stderr)
+
+
+def test_a_second_service_on_one_database_is_refused(tmp_path):
+    from solbench.schedule.queue import JobQueue
+    from solbench.schedule.scheduler import Scheduler
+    from tests.schedule.helpers import FakeExecutor
+    from solbench.schedule.devices import Slot
+
+    db = tmp_path / "s.db"
+    with Scheduler(JobQueue(db), FakeExecutor([Slot("fake:0", "cpu")])):
+        res = solbench("serve", "--db", str(db), "--device", "cpu", "--open")
+    assert res.returncode == 2 and "another scheduler" in one_line(res.stderr)

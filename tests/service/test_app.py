@@ -1,0 +1,143 @@
+"""The service over loopback: tokens, checks of what is submitted, idempotency, ownership, limits, long polls,
+cancels, health and metrics (slots on fake devices)."""
+
+import threading
+
+import httpx
+import pytest
+
+from solbench.schedule.devices import Slot
+from solbench.schedule.queue import JobQueue
+from solbench.schedule.scheduler import Scheduler
+from solbench.service.app import MAX_BODY_BYTES, create_app
+from solbench.service.tokens import Tokens
+from tests.schedule.helpers import FakeExecutor
+from tests.service.live import serving
+
+SOURCE = "import torch\ndef run(x, weight, eps):\n    return x\n"
+
+
+def body(problem="rmsnorm", **kw):
+    return {"problem": problem, "sources": {"k.py": SOURCE}, "language": "pytorch",
+            "destination_passing_style": False, **kw}
+
+
+@pytest.fixture
+def service(tmp_path):
+    """(url, tokens {name: secret}, queue, executor) of a service on two fake devices."""
+    db = tmp_path / "s.db"
+    tokens = Tokens(db)
+    secrets = {"alice": tokens.add("alice"), "bob": tokens.add("bob", priority=3),
+               "slow": tokens.add("slow", rate=2), "small": tokens.add("small", quota=2),
+               "lab": tokens.add("lab", uploads=True)}
+    gate = threading.Event()
+    ex = FakeExecutor([Slot("fake:0", "cpu"), Slot("fake:1", "cpu")], gate=gate)
+    sched = Scheduler(JobQueue(db), ex, tick_s=0.01)
+    with serving(create_app(db, sched)) as url:
+        yield url, secrets, sched.queue, gate
+
+
+def client(url, secret=None):
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"} if secret else {}, timeout=30)
+
+
+def test_a_token_is_needed_and_a_revoked_one_refused(service, tmp_path):
+    url, secrets, _, _ = service
+    assert client(url).post("/v1/evaluations", json=body()).status_code == 401
+    assert client(url, "sb_forged").post("/v1/evaluations", json=body()).status_code == 401
+    Tokens(tmp_path / "s.db").revoke("alice")
+    assert client(url, secrets["alice"]).post("/v1/evaluations", json=body()).status_code == 401
+
+
+@pytest.mark.parametrize("request_body, status, words", [
+    (body("no_such_problem"), 404, "unknown problem"),
+    (body("/etc"), 404, "unknown problem"),  # a path of the server's host is never read
+    (body(language="fortran"), 422, "fortran"),
+    (body(sources={"k.py": "x" * 2_000_000}), 413, "at most"),
+    ({"problem": "rmsnorm"}, 422, "either solution or sources"),
+    (body(options={"draws": 10_000}), 422, "draws"),
+    (body(options={"seed": 1}), 422, "seed"),  # the trusted side's seed is not the submitter's to choose
+    (body(problem_files={"reference.py": "def run(x): return x"}), 403, "upload"),
+])
+def test_a_bad_submission_gets_a_4xx_with_why(service, request_body, status, words):
+    url, secrets, queue, _ = service
+    r = client(url, secrets["alice"]).post("/v1/evaluations", json=request_body)
+    assert r.status_code == status and words in str(r.json()["detail"])
+    assert queue.counts() == {}
+
+
+def test_malformed_and_oversize_bodies_are_refused(service):
+    url, secrets, _, _ = service
+    c = client(url, secrets["alice"])
+    assert c.post("/v1/evaluations", content=b"{not json", headers={"content-type": "application/json"}
+                  ).status_code == 422
+    big = c.post("/v1/evaluations", content=b" " * (MAX_BODY_BYTES + 1), headers={"content-type": "application/json"})
+    assert big.status_code == 413
+
+
+def test_a_retried_submission_is_queued_once(service):
+    url, secrets, queue, _ = service
+    c = client(url, secrets["alice"])
+    first = c.post("/v1/evaluations", json=body(), headers={"Idempotency-Key": "k1"}).json()["ids"]
+    again = c.post("/v1/evaluations", json=body(), headers={"Idempotency-Key": "k1"}).json()["ids"]
+    other = c.post("/v1/evaluations", json=body(), headers={"Idempotency-Key": "k2"}).json()["ids"]
+    assert first == again and other != first and sum(queue.counts().values()) == 2
+
+
+def test_a_token_sees_only_its_own_jobs(service):
+    url, secrets, _, _ = service
+    (jid,) = client(url, secrets["alice"]).post("/v1/evaluations", json=body()).json()["ids"]
+    assert client(url, secrets["bob"]).get(f"/v1/evaluations/{jid}").status_code == 404
+    assert client(url, secrets["bob"]).delete(f"/v1/evaluations/{jid}").status_code == 404
+    assert client(url, secrets["alice"]).get(f"/v1/evaluations/{jid}").json()["id"] == jid
+
+
+def test_rate_limit_and_quota_answer_429(service):
+    url, secrets, _, _ = service
+    slow = client(url, secrets["slow"])
+    codes = [slow.get("/v1/problems").status_code for _ in range(3)]
+    assert codes[:2] == [200, 200] and codes[2] == 429
+    small = client(url, secrets["small"])
+    assert small.post("/v1/evaluations/batch", json={"evaluations": [body(), body()]}).status_code == 202
+    r = small.post("/v1/evaluations", json=body())
+    assert r.status_code == 429 and "quota" in r.json()["detail"]
+
+
+def test_a_long_poll_returns_when_the_job_ends(service):
+    url, secrets, _, gate = service
+    c = client(url, secrets["alice"])
+    (jid,) = c.post("/v1/evaluations", json=body()).json()["ids"]
+    assert c.get(f"/v1/evaluations/{jid}", params={"wait": 0.2}).json()["state"] in ("queued", "running")
+    threading.Timer(0.3, gate.set).start()
+    job = c.get(f"/v1/evaluations/{jid}", params={"wait": 30}).json()
+    assert job["state"] == "done" and job["result"]["verdict"] == "passed"
+
+
+def test_cancel_and_priority(service):
+    url, secrets, queue, _ = service
+    alice, bob = client(url, secrets["alice"]), client(url, secrets["bob"])
+    ids = alice.post("/v1/evaluations/batch", json={"evaluations": [body()] * 4}).json()["ids"]
+    (urgent,) = bob.post("/v1/evaluations", json=body()).json()["ids"]
+    assert queue.get(urgent).priority == 3 and queue.get(ids[0]).priority == 0
+    assert alice.delete(f"/v1/evaluations/{ids[-1]}").json()["state"] == "cancelled"
+
+
+def test_health_and_metrics(service):
+    url, secrets, _, _ = service
+    client(url, secrets["alice"]).post("/v1/evaluations", json=body())
+    health = httpx.get(f"{url}/health").json()
+    assert health["status"] == "ok" and set(health["slots"]) == {"fake:0", "fake:1"}
+    text = httpx.get(f"{url}/metrics").text
+    assert 'solbench_queue_jobs{state="queued"}' in text or 'solbench_queue_jobs{state="running"}' in text
+    assert 'solbench_http_requests_total{code="202",route="/v1/evaluations"} 1.0' in text
+
+
+def test_seed_groups_are_per_token_and_secret(service):
+    url, secrets, queue, _ = service
+    a, b = client(url, secrets["alice"]), client(url, secrets["bob"])
+    ids = [a.post("/v1/evaluations", json=body(seed_group="g")).json()["ids"][0] for _ in range(2)]
+    other = b.post("/v1/evaluations", json=body(seed_group="g")).json()["ids"][0]
+    fresh = a.post("/v1/evaluations", json=body()).json()["ids"][0]
+    seeds = [queue.get(i).spec.seed for i in ids + [other, fresh]]
+    assert seeds[0] == seeds[1] and seeds[2] != seeds[0] and seeds[3] is None
+    assert str(seeds[0]) not in a.get(f"/v1/evaluations/{ids[0]}").text

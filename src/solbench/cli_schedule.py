@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from solbench.cli_options import err
-from solbench.errors import UserError
 
 
 def executor_for(mode: str, where: dict[str, Any], db: Path):
@@ -46,7 +45,7 @@ def scheduled(selected: list[tuple], options: dict[str, Any], store, run_id: int
     from solbench.problems.solution import load_solution
     from solbench.schedule.jobs import spec_for
     from solbench.schedule.queue import JobQueue
-    from solbench.schedule.scheduler import Scheduler, wait_for
+    from solbench.schedule.scheduler import Busy, Scheduler, wait_for
 
     queue = JobQueue(store.path)
     batch = f"run-{run_id}"
@@ -72,10 +71,12 @@ def scheduled(selected: list[tuple], options: dict[str, Any], store, run_id: int
         with _builds_ahead(jobs, options["device"], store, ahead, len(executor.slots)):
             try:
                 sched.start()
-            except UserError:  # a `solbench serve` schedules this database: it runs them
+            except Busy as busy:  # a `solbench serve` schedules this database: it runs them
                 executor.close()
-                err.print(f"the jobs are queued for the scheduler already serving {store.path}")
                 sched = None
+                if busy.serves != "all":
+                    raise
+                err.print(f"the jobs are queued for the `solbench serve` scheduling {store.path}")
             done = wait_for(queue, ids, progress=ended)
     finally:  # interrupted: what has not ended is cancelled, not left for a later scheduler
         for job_id in ids:

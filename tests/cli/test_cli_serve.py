@@ -57,4 +57,35 @@ def test_a_second_service_on_one_database_is_refused(tmp_path):
     db = tmp_path / "s.db"
     with Scheduler(JobQueue(db), FakeExecutor([Slot("fake:0", "cpu")])):
         res = solbench("serve", "--db", str(db), "--device", "cpu", "--open")
-    assert res.returncode == 2 and "another scheduler" in one_line(res.stderr)
+    assert res.returncode == 2 and "schedules" in one_line(res.stderr)
+
+
+def test_a_run_on_a_database_a_service_schedules_is_run_by_the_service(tmp_path):
+    from solbench.schedule.devices import Slot
+    from solbench.schedule.local import LocalExecutor
+    from solbench.schedule.queue import JobQueue
+    from solbench.schedule.scheduler import Scheduler
+
+    db = tmp_path / "s.db"
+    with Scheduler(JobQueue(db), LocalExecutor([Slot("cpu:0", "cpu")], db, tmp_path / "logs"), tick_s=0.2):
+        res = solbench("run", "--problem", "silu_and_mul", "--language", "triton", "--executor", "local",
+                       "--device", "cpu", "--db", str(db), "--json")
+    assert res.returncode == 0 and "queued for the `solbench serve`" in res.stderr, res.stderr[-2000:]
+    evs = json.loads(res.stdout[res.stdout.index("["):])
+    assert [(e["problem"], e["verdict"]) for e in evs] == [("silu_and_mul", "passed")]
+
+
+def test_a_second_run_scheduling_one_database_is_refused(tmp_path):
+    from solbench.schedule.devices import Slot
+    from solbench.schedule.queue import JobQueue
+    from solbench.schedule.scheduler import Scheduler
+    from tests.schedule.helpers import FakeExecutor
+
+    db = tmp_path / "s.db"
+    with Scheduler(JobQueue(db), FakeExecutor([Slot("fake:0", "cpu")]), batch="run-1"):
+        res = solbench("run", "--problem", "silu_and_mul", "--executor", "local", "--device", "cpu", "--db",
+                       str(db))
+    last = res.stderr.strip().splitlines()[-1]  # after the progress bars' last state
+    assert res.returncode == 2 and "another `solbench run` (run-1)" in last and "Traceback" not in res.stderr
+    with sqlite3.connect(db) as conn:  # its jobs were cancelled, not left for a later scheduler
+        assert {r[0] for r in conn.execute("SELECT state FROM jobs")} == {"cancelled"}

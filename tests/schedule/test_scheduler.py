@@ -105,7 +105,7 @@ def test_a_job_goes_to_a_device_with_memory_for_it(tmp_path):
 def test_one_scheduler_per_database(tmp_path):
     q = JobQueue(tmp_path / "s.db")
     with Scheduler(q, FakeExecutor(TWO)):
-        with pytest.raises(UserError, match="another scheduler"):
+        with pytest.raises(UserError, match="a `solbench serve` schedules"):
             Scheduler(JobQueue(tmp_path / "s.db"), FakeExecutor(TWO)).start()
 
 

@@ -154,7 +154,6 @@ class RemoteGrader:
                           reasons=["bad_submission"], message=str(exc)[:300])
         return graded_from_service(job, self.count, language, time.perf_counter() - t0)
 
-
     def _upload(self) -> dict:
         """A problem the service does not bundle travels with the submission (its token needs --uploads)."""
         from solbench.problems.problem import bundled_problem_dirs
@@ -181,4 +180,3 @@ def graded_from_service(job: dict, submission: int, language: str, eval_s: float
                   log_tail=r.get("log_tail"), visible=visible, passed=passed,
                   score_sol=r.get("sol_score") if passed else 0.0, score_speedup=r.get("speedup") if passed else None,
                   evaluation_id=r.get("evaluation_id"), eval_s=eval_s)
-

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from solbench.schedule.devices import Slot
 from solbench.schedule.jobs import Job
-from solbench.schedule.outcome import Outcome, Tick
+from solbench.schedule.outcome import Outcome, Tick, answered, unanswered
 
 #: seconds a slot's process may take to start (imports, its trusted worker's start)
 START_S = 300.0
@@ -145,15 +145,11 @@ class LocalExecutor:
                 self.recycle(slot)
                 return Outcome("lost", message=f"the slot's process ended (exit status {code}) during the job")
             if isinstance(msg, dict) and msg.get("job") == job.id:
-                if msg.get("type") == "result":
-                    return Outcome("result", evaluation=msg["evaluation"], solution=msg["solution"])
-                return Outcome("error", message=str(msg.get("message") or "the slot could not evaluate it"))
-            if not tick():
+                return answered(msg)
+            ended = unanswered(tick, deadline, timeout_s)
+            if ended is not None:
                 self.recycle(slot)
-                return Outcome("cancelled")
-            if time.monotonic() > deadline:
-                self.recycle(slot)
-                return Outcome("timeout", message=f"no result within {timeout_s:.0f} s: the slot was recycled")
+                return ended
 
     def recycle(self, slot: Slot) -> None:
         p = self._procs.pop(slot.name, None)

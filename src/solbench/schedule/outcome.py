@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable, Literal, Protocol
 
@@ -24,6 +25,23 @@ class Outcome:
 
 #: called every tick while a job runs: False ends it (cancelled, or its lease is gone)
 Tick = Callable[[], bool]
+
+
+def answered(msg: dict) -> Outcome:
+    """A slot's answer to a job: its evaluation, or why it could not be evaluated."""
+    if msg.get("type") == "result":
+        return Outcome("result", evaluation=msg["evaluation"], solution=msg["solution"])
+    return Outcome("error", message=str(msg.get("message") or "the slot could not evaluate it"))
+
+
+def unanswered(tick: Tick, deadline: float, timeout_s: float) -> Outcome | None:
+    """After a tick without an answer: cancelled (the tick says to stop), timeout (past ``deadline``, a
+    ``time.monotonic()``), or None to wait on; the executor recycles the slot for either."""
+    if not tick():
+        return Outcome("cancelled")
+    if time.monotonic() > deadline:
+        return Outcome("timeout", message=f"no result within {timeout_s:.0f} s: the slot was recycled")
+    return None
 
 
 class Executor(Protocol):

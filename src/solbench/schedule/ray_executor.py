@@ -17,7 +17,7 @@ from pathlib import Path
 from solbench.errors import UserError
 from solbench.schedule.devices import Slot
 from solbench.schedule.jobs import Job
-from solbench.schedule.outcome import Outcome, Tick
+from solbench.schedule.outcome import Outcome, Tick, answered, unanswered
 
 #: seconds an actor may take to be placed and start
 START_S = 300.0
@@ -106,15 +106,11 @@ class RayExecutor:
                 if msg is None:
                     self.recycle(slot)
                     return Outcome("lost", message=f"{slot.name}'s actor died during the job")
-                if msg.get("type") == "result":
-                    return Outcome("result", evaluation=msg["evaluation"], solution=msg["solution"])
-                return Outcome("error", message=str(msg.get("message")))
-            if not tick():
+                return answered(msg)
+            ended = unanswered(tick, deadline, timeout_s)
+            if ended is not None:
                 self.recycle(slot)
-                return Outcome("cancelled")
-            if time.monotonic() > deadline:
-                self.recycle(slot)
-                return Outcome("timeout", message=f"no result within {timeout_s:.0f} s: the actor was recycled")
+                return ended
 
     def _get(self, ref):
         """The reference's value, or None where its actor or node died."""

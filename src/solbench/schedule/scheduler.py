@@ -34,6 +34,16 @@ REST_S = 5.0
 REST_MAX_S = 300.0
 
 
+class Busy(UserError):
+    """Another scheduler serves the database: ``serves`` is the batch it takes ("all": a service, which runs any
+    job queued there)."""
+
+    def __init__(self, db, serves: str):
+        self.serves = serves
+        who = "a `solbench serve`" if serves == "all" else f"another `solbench run` ({serves})"
+        super().__init__(f"{who} schedules {db}: wait for it, or use another --db")
+
+
 class Scheduler:
     def __init__(self, queue: JobQueue, executor: Executor, lease_s: float = 60.0, tick_s: float = 5.0,
                  job_timeout_s: float = 4 * 3600.0, on_start: Callable[[Slot, Job], None] | None = None,
@@ -64,10 +74,12 @@ class Scheduler:
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = os.pread(self._lock_fd, 256, 0).decode(errors="replace").split()
             os.close(self._lock_fd)
             self._lock_fd = None
-            raise UserError(f"another scheduler serves {self.queue.path} (a `solbench serve` or `run` on it)") \
-                from None
+            raise Busy(self.queue.path, holder[1] if len(holder) > 1 else "?") from None
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, f"{os.getpid()} {self.batch or 'all'}\n".encode(), 0)  # who holds it, for Busy
         back = self.queue.recover(everything=True)
         for slot in self.executor.slots:
             t = threading.Thread(target=self._serve, args=(slot,), name=f"slot-{slot.name}", daemon=True)

@@ -1,11 +1,13 @@
 """The service over loopback: tokens, checks of what is submitted, idempotency, ownership, limits, long polls,
 cancels, health and metrics (slots on fake devices)."""
 
+import json
 import threading
 
 import httpx
 import pytest
 
+from solbench.analysis.heldout import HELDOUT_PREFIX
 from solbench.schedule.devices import Slot
 from solbench.schedule.queue import JobQueue
 from solbench.schedule.scheduler import Scheduler
@@ -141,3 +143,31 @@ def test_seed_groups_are_per_token_and_secret(service):
     seeds = [queue.get(i).spec.seed for i in ids + [other, fresh]]
     assert seeds[0] == seeds[1] and seeds[2] != seeds[0] and seeds[3] is None
     assert str(seeds[0]) not in a.get(f"/v1/evaluations/{ids[0]}").text
+
+
+def test_a_response_holds_no_seed_nor_held_out_shape(tmp_path):
+    """A real evaluation with held-out workloads and a failing visible comparison: the answer names neither the
+    failing draw's seed nor any held-out workload."""
+    from solbench.schedule.local import LocalExecutor
+
+    db = tmp_path / "s.db"
+    secret = Tokens(db).add("alice")
+    sched = Scheduler(JobQueue(db), LocalExecutor([Slot("cpu:0", "cpu")], db, tmp_path / "logs"), tick_s=0.2)
+    wrong = "import torch\ndef run(x, weight, eps):\n    print('shape', tuple(x.shape))\n    return x * 2\n"
+    with serving(create_app(db, sched)) as url:
+        c = client(url, secret)
+        (jid,) = c.post("/v1/evaluations", json=body(sources={"k.py": wrong}, options={"heldout": 2})).json()["ids"]
+        text = c.get(f"/v1/evaluations/{jid}", params={"wait": 60}).text
+    job = json.loads(text)
+    assert job["state"] == "done" and job["result"]["heldout"]["count"] == 2
+    failure = job["result"]["workloads"][0]["failure"]
+    assert failure and "worst" in failure and "seed" not in failure
+    assert HELDOUT_PREFIX not in text and "shape" not in (job["result"]["log_tail"] or "")
+    ev = sched.queue.get(jid)
+    from solbench.store.db import Store
+
+    stored, _ = Store(db).evaluation(ev.evaluation_id)
+    assert str(stored.seed) not in text
+    for w in stored.workloads:
+        if w.uuid.startswith("heldout"):
+            assert w.uuid not in text and all(str(v) not in text for v in w.axes.values() if v > 64)

@@ -102,11 +102,16 @@ def result_view(ev: Evaluation) -> ResultView:
         workloads=[WorkloadView(uuid=w.uuid, label=w.label, verdict=w.verdict, reasons=w.reasons,
                                 message=next((x.message for x in ev.workloads if x.uuid == w.uuid), None),
                                 time_ms=w.time_ms, baseline_ms=w.baseline_ms, sol_ms=w.sol_ms, bound=w.bound,
-                                sol_score=w.sol_score, max_abs_err=w.max_abs_err, failure=w.failure)
+                                sol_score=w.sol_score, max_abs_err=w.max_abs_err, failure=_unseeded(w.failure))
                    for w in g.visible],
         heldout=HeldoutView(count=len(hidden), passed=sum(w.verdict == "passed" for w in hidden),
                             sol_score=g.score_sol if hidden else None, speedup=g.score_speedup if hidden else None),
         elapsed_s=ev.elapsed_s)
+
+
+def _unseeded(failure: dict | None) -> dict | None:
+    """A failed comparison's worst element and draw, without the draw's seed (the trusted side's)."""
+    return None if failure is None else {k: v for k, v in failure.items() if k != "seed"}
 
 
 def public_error(error: str | None) -> str | None:

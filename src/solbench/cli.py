@@ -19,12 +19,31 @@ from solbench.cli_options import (DbOption, HoldOption, ProfileOption, err, out,
                                   resolve_device, stored_calibration)
 from solbench.errors import UserError
 from solbench.guard import GuardedTyper as _Typer
+from solbench.guard import NoArgsIsHelpError, UsageError
 from solbench.guard import failure_line
 from solbench.guard import one_line as _one_line
 from solbench.guard import where as _where
 
 app = _Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-             help="solbench: GPU kernels against the hardware's speed of light.")
+             help="solbench: GPU kernels against the hardware's speed of light.\n\n"
+                  "Start with `solbench list`, `solbench show rmsnorm`, `solbench eval --problem rmsnorm --solution "
+                  "k.py` and `solbench run`; `solbench COMMAND --help` for each.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"solbench {version('solbench')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print solbench's version and exit")) -> None:
+    """solbench: GPU kernels against the hardware's speed of light."""
+
+
 def _progress_printer(enabled: bool):
     if not enabled:
         return None
@@ -275,8 +294,20 @@ def main() -> None:
         from solbench.evaluate.trusted.keeper import end_with_signals
 
         end_with_signals()  # trusted workers and their candidates end with this process, whatever ends it
-        app()
-    except KeyboardInterrupt:
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except typer.Exit as done:  # --help, --version, a command's exit status
+        sys.exit(getattr(done, "exit_code", 0))
+    except NoArgsIsHelpError as exc:  # `solbench` alone: its help
+        print(exc.format_message())
+        sys.exit(0)
+    except UsageError as exc:  # a mistake on the command line: one line, and where help is
+        where = exc.ctx.command_path if exc.ctx is not None else "solbench"
+        if where == "solbench" and len(sys.argv) > 1 and sys.argv[1] in typer.main.get_command(app).commands:
+            where += " " + sys.argv[1]  # the command whose options were at fault
+        sys.stderr.write(f"error: {exc.format_message()} (`{where} --help` lists the options)\n")
+        sys.exit(2)
+    except (KeyboardInterrupt, typer.Abort):
         err.print("interrupted")
         sys.exit(130)
     except Exception as exc:  # outside any command (parsing, start-up): still one line

@@ -18,6 +18,11 @@ import typer
 
 from solbench.errors import UserError
 
+try:  # typer 0.29 and later carry click within
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - typer on click
+    from click.exceptions import NoArgsIsHelpError, UsageError
+
 
 def one_line(text: str, limit: int = 600) -> str:
     text = " ".join(str(text).split())
@@ -81,16 +86,54 @@ def guard(fn, command: str):
     return guarded
 
 
+#: what an option's value is, in words, for --help (by the parameter's name; else by its type)
+METAVARS = {"problem": "PROBLEM", "problems": "NAMES", "solution": "FILE", "db": "FILE", "device": "DEVICE",
+            "hardware": "CHIP", "language": "LANGUAGE", "workload": "UUID", "suite": "SUITE", "family": "FAMILY",
+            "model": "MODEL", "models": "FILE", "out": "FILE", "output": "FILE", "baselines": "KINDS",
+            "experiment": "NAME", "executor": "EXECUTOR", "gpus": "GPUS", "address": "ADDRESS", "host": "HOST",
+            "port": "PORT", "replay": "ID", "profile_dsl": "WHICH", "templates": "DIR", "by": "KEYS"}
+_BY_TYPE = {int: "N", float: "NUMBER", Path: "PATH", str: "TEXT"}
+
+
+def plain_metavars(fn) -> None:
+    """Name each option's value in words (``--db FILE``, ``--draws N``) where the command did not."""
+    import inspect
+    import typing
+
+    from typer.models import ParameterInfo
+
+    hints = typing.get_type_hints(fn)
+    for name, param in inspect.signature(fn).parameters.items():
+        info = param.default
+        if not isinstance(info, ParameterInfo) or info.metavar is not None:
+            continue
+        kind = hints.get(name)
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        while args and typing.get_origin(kind) is not None:  # Optional[X], List[X]: X
+            kind, args = args[0], [a for a in typing.get_args(args[0]) if a is not type(None)]
+        if kind is bool:
+            continue
+        words = METAVARS.get(name) or _BY_TYPE.get(kind)
+        if words:
+            info.metavar = words
+
+
 class GuardedTyper(typer.Typer):
-    """A Typer whose commands run under ``guard`` (``prefix``: the command group's name, for the message)."""
+    """A Typer whose commands run under ``guard`` (``prefix``: the command group's name, for the message), with
+    plain help: no markup boxes, options' values named in words."""
 
     prefix = ""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("rich_markup_mode", None)
+        super().__init__(*args, **kwargs)
 
     def command(self, name: Optional[str] = None, *args, **kwargs):
         register = super().command(name, *args, **kwargs)
 
         def decorator(fn):
             command = (self.prefix + " " if self.prefix else "") + (name or fn.__name__.removesuffix("_cmd"))
+            plain_metavars(fn)
             register(guard(fn, command))
             return fn
         return decorator

@@ -15,8 +15,8 @@ from typing import List, Optional
 
 import typer
 
-from solbench.cli_options import (DbOption, HoldOption, ProfileOption, err, out, prestart_worker, profile_mode,
-                                  resolve_device, stored_calibration)
+from solbench.cli_options import (DbOption, HoldOption, ProfileOption, WideOption, err, out, prestart_worker,
+                                  print_evaluations, profile_mode, resolve_device, stored_calibration)
 from solbench.errors import UserError
 from solbench.guard import GuardedTyper as _Typer
 from solbench.guard import NoArgsIsHelpError, UsageError
@@ -73,7 +73,7 @@ def list_cmd(
         return
     from solbench.report.table import problems_table
 
-    out.print(problems_table(rows))
+    out.print(problems_table(rows, out.width))
 
 
 @app.command()
@@ -86,7 +86,11 @@ def show(
                                            "tvm_tirx)"),
     db: Path = DbOption,
 ) -> None:
-    """Show a problem's workloads with their work counts and speed-of-light times, or a language's template."""
+    """Show a problem: what it computes (description, signature, the reference's run) and its workloads' work
+    counts and speed-of-light times on a chip; or a language's starter files for it.
+
+    Examples: `solbench show rmsnorm`, `solbench show rmsnorm --hardware h200`, `solbench show rmsnorm --language
+    triton`."""
     from solbench.analysis.report import analyse_problem
     from solbench.hardware.registry import detect, get_hardware
     from solbench.problems.problem import load_problem
@@ -108,9 +112,11 @@ def show(
     if as_json:
         print(json.dumps(report, indent=2))
         return
-    from solbench.report.table import sol_table
+    from solbench.report.problem_view import problem_lines
 
-    out.print(sol_table(report))
+    where = "--hardware" if hardware else "this machine"
+    for line in problem_lines(prob, report, out.width, where):
+        out.print(line, overflow="fold")
 
 
 @app.command()
@@ -208,6 +214,7 @@ def eval_cmd(
     single_language: bool = typer.Option(False, "--single-language", help="the solution's own language alone may "
                                          "do the work: another language's or a library's kernels are reward hacks"),
     quiet: bool = typer.Option(False, help="no progress lines"),
+    wide: bool = WideOption,
 ) -> None:
     """Evaluate one solution on one problem: correctness, timing, baselines, SOL score."""
     prestart_worker(device)
@@ -261,9 +268,7 @@ def eval_cmd(
     if as_json:
         print(json.dumps(ev.public(), indent=2, default=str))
         return
-    from solbench.report.table import evaluation_table
-
-    out.print(evaluation_table([ev]))
+    print_evaluations([ev], wide)
     out.print(f"evaluation id {ev.id} in {db}; verdict {ev.verdict}"
               + (f"; SOL score {ev.sol_score:.3f}" if ev.sol_score is not None else ""))
 
@@ -274,6 +279,7 @@ def _groups() -> None:
     from solbench.cli_compare import compare
     from solbench.cli_data import export, import_app
     from solbench.cli_run import run
+    from solbench.cli_results import runs, show_run
     from solbench.cli_serve import serve, token_app
 
     app.add_typer(import_app, name="import")
@@ -282,6 +288,8 @@ def _groups() -> None:
     app.add_typer(experiment_app, name="experiment")
     app.command("compare")(compare)
     app.command("run")(run)
+    app.command("runs")(runs)
+    app.command("show-run")(show_run)
     app.command("serve")(serve)
     app.add_typer(token_app, name="token")
 

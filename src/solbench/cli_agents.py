@@ -11,14 +11,12 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from solbench.errors import UserError
+from solbench.cli_options import err, out
 from solbench.guard import GuardedTyper
 
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)
 
 
 class _Agent(GuardedTyper):

@@ -8,7 +8,6 @@ languages (``--by language``), from one results database holding runs from many 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -162,9 +161,8 @@ def compare(
     if json_out:
         print(json.dumps(data, indent=2, default=str))
         return
-    from rich.console import Console
+    from solbench.cli_options import out
 
-    out = Console(width=None if sys.stdout.isatty() else 160)
     if not data["rows"]:
         what = "solution evaluated on more than one hardware" if by == "hardware" else \
             "problem evaluated in more than one language on one hardware"

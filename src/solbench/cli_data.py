@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 
+from solbench.cli_options import err, out
 from solbench.errors import UserError
 from solbench.guard import GuardedTyper as _Typer
 
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)
 
 
 import_app = _Typer(help="Convert other benchmarks' problems (files you point at) into solbench problems.",

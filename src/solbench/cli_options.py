@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -17,8 +18,26 @@ ProfileOption = typer.Option("one", "--profile-dsl", help="GPU language proof: p
 HoldOption = typer.Option(True, "--hold/--no-hold", help="GPU: hold the stream with a spin kernel so samples time "
                           "the device, not the host's launches (--no-hold counts host-bound launch latency)")
 
-out = Console(width=None if sys.stdout.isatty() else 160)
+def _width() -> int | None:
+    """The output's width: the terminal's; piped, COLUMNS where set, else 80."""
+    if sys.stdout.isatty():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= 40 else 80
+
+
+out = Console(width=_width())
 err = Console(stderr=True)
+WideOption = typer.Option(False, "--wide", help="every column, as wide as it needs (the output may then be wider "
+                          "than the terminal)")
+
+
+def print_evaluations(evaluations: list, wide: bool = False) -> None:
+    """Evaluations as a listing that fits the output's width (``report.results``)."""
+    from solbench.report.results import listing
+
+    for line in listing(evaluations, width=out.width, wide=wide):
+        out.print(line, no_wrap=wide, crop=not wide, overflow="ignore" if wide else "fold")
 
 
 def prestart_worker(device: str) -> None:

@@ -17,7 +17,7 @@ from typing import List, Optional
 
 import typer
 
-from solbench.cli_options import DbOption, HoldOption, ProfileOption
+from solbench.cli_options import DbOption, HoldOption, ProfileOption, WideOption
 from solbench.errors import UserError
 
 
@@ -53,15 +53,17 @@ def run(
     profile_dsl: str = ProfileOption,
     hold: bool = HoldOption,
     quiet: bool = typer.Option(False),
+    wide: bool = WideOption,
 ) -> None:
-    """The main job: evaluate every problem's example solutions against baselines and SOL."""
+    """The main job: evaluate every problem's example solutions against baselines and SOL.
+
+    Examples: `solbench run` (the starter suite), `solbench run --family norm --language triton`,
+    `solbench run --check-only --jobs 4`, `solbench run --executor local --gpus 0,1`."""
     from solbench.cli_options import err, out, prestart_worker, profile_mode, resolve_device, stored_calibration
 
     mode = executor_mode(executor, device, gpus, slots, jobs)
     if jobs == 1 and mode == "inline":  # evaluations one after another in this process: its worker starts now
         prestart_worker(device)
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
     from solbench.evaluate.timing.rounds import TimingConfig
     from solbench.hardware.registry import detect
     from solbench.problems.problem import load_problem
@@ -84,37 +86,60 @@ def run(
     options = dict(device=dev, draws=draws, hardware=hw, calibrated=calibrated, baselines=kinds,
                    use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_mode(profile_dsl),
                    timing=TimingConfig(hold=hold), time_candidate=not check_only)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=err, disable=quiet or as_json) as progress:
-        task = progress.add_task(f"solbench run on {dev} ({hw.id})", total=len(selected))
-        if mode != "inline":
-            from solbench.cli_schedule import scheduled
+    try:
+        evaluations = _evaluate_all(selected, options, store, run_id, mode, dict(
+            device=device, gpus=gpus, slots=slots, address=address), dev, hw, jobs, db, build_jobs,
+            quiet or as_json)
+    except KeyboardInterrupt:  # Ctrl-C: the run is marked interrupted and what it had done is shown
+        store.finish_run(run_id, "interrupted")
+        done = [store.evaluation(i)[0] for i in store.evaluation_ids(run_id=run_id)]
+        if not as_json:
+            from solbench.cli_options import print_evaluations
 
-            evaluations = scheduled(selected, options, store, run_id, mode, dict(device=device, gpus=gpus,
-                                    slots=slots, address=address), build_jobs, progress, task)
-        elif jobs == 1:
-            evaluations = _in_turn(selected, options, store, run_id, dev, build_jobs, progress, task)
-        else:  # processes of their own (an evaluation's worker and sandbox are per process), spawned clean,
-            # side by side while their device memory fits (evaluate/admission.py)
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            from solbench.evaluate import admission
-
-            sizes = [admission.peak_bytes(prob, dev) for prob, _ in selected]
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                evaluations = admission.run_side_by_side(
-                    selected, sizes, lambda job: pool.submit(evaluate_file, str(job[0].directory), str(job[1]),
-                                                             options, str(db), run_id),
-                    jobs, admission.budget_bytes(dev), done=lambda i, ev: progress.advance(task))
+            print_evaluations(done, wide)
+        err.print(f"interrupted: {len(done)} of {len(selected)} evaluations done; run {run_id} in {db} is marked "
+                  "interrupted")
+        raise typer.Exit(130) from None
     store.finish_run(run_id)
     if as_json:
         print(json.dumps([e.public() for e in evaluations], indent=2, default=str))
         return
-    from solbench.report.table import evaluation_table, run_summary
+    from solbench.cli_options import print_evaluations
+    from solbench.report.table import run_summary
 
-    out.print(evaluation_table(evaluations))
+    print_evaluations(evaluations, wide)
     out.print(run_summary(evaluations, run_id, db))
+
+
+def _evaluate_all(selected: list[tuple], options: dict, store, run_id: int, mode: str, where: dict, dev: str, hw,
+                  jobs: int, db: Path, build_jobs: int | None, quiet: bool) -> list:
+    """The run's evaluations: through the scheduler, one after another in this process, or side by side."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from solbench.cli_options import err
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=err, disable=quiet) as progress:
+        task = progress.add_task(f"solbench run on {dev} ({hw.id})", total=len(selected))
+        if mode != "inline":
+            from solbench.cli_schedule import scheduled
+
+            return scheduled(selected, options, store, run_id, mode, where, build_jobs, progress, task)
+        if jobs == 1:
+            return _in_turn(selected, options, store, run_id, dev, build_jobs, progress, task)
+        # processes of their own (an evaluation's worker and sandbox are per process), spawned clean, side by side
+        # while their device memory fits (evaluate/admission.py)
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        from solbench.evaluate import admission
+
+        sizes = [admission.peak_bytes(prob, dev) for prob, _ in selected]
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            return admission.run_side_by_side(
+                selected, sizes, lambda job: pool.submit(evaluate_file, str(job[0].directory), str(job[1]),
+                                                         options, str(db), run_id),
+                jobs, admission.budget_bytes(dev), done=lambda i, ev: progress.advance(task))
 
 
 def executor_mode(executor: str, device: str, gpus: str | None, slots: int, jobs: int) -> str:

@@ -78,6 +78,9 @@ def guard(fn, command: str):
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
             raise
+        except BrokenPipeError:  # the reader went away (`| head`): nothing more to say
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(0) from None
         except Exception as exc:
             if os.environ.get("SOLBENCH_TRACEBACK") == "1":
                 traceback.print_exc()

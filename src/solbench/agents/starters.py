@@ -9,6 +9,7 @@ blocks; a block's info string may name its file (```` ```cpp main.cpp ````), oth
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from solbench.agents import prompts
@@ -40,6 +41,12 @@ def starter_files(language: str, problem: Any, *, dps: bool = True, entry: str =
                   template_dirs: prompts.Dirs = ()) -> dict[str, str]:
     """Path -> starter source for ``language`` (a UserError where the language has no template)."""
     lang = prompts.normalise_language(language)
+    known = sorted(p.stem for p in (prompts.PACKAGED_TEMPLATES / "languages").glob("*.md"))
+    if lang not in known and not any((Path(d).expanduser() / "languages" / f"{lang}.md").is_file()
+                                     for d in template_dirs):
+        from solbench.errors import UserError
+
+        raise UserError(f"no starter files for {language!r}: there are starters for {', '.join(known)}")
     code = prompts._code(problem.definition, dps, entry)
     values = {**code, **cpp_values(problem.definition, dps, entry), "entry": entry, "device": device,
               "language": lang}

@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS runs (
     command TEXT,
     device TEXT,
     hardware TEXT,
-    environment TEXT
+    environment TEXT,
+    status TEXT
 );
 CREATE TABLE IF NOT EXISTS evaluations (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -163,9 +164,33 @@ class Store:
         self.conn.commit()
         return int(cur.lastrowid)
 
-    def finish_run(self, run_id: int) -> None:
-        self.conn.execute("UPDATE runs SET finished=? WHERE id=?", (_now(), run_id))
+    def finish_run(self, run_id: int, status: str = "finished") -> None:
+        """End a run: ``finished``, or ``interrupted`` (Ctrl-C: its evaluations so far are kept)."""
+        self.conn.execute("UPDATE runs SET finished=?, status=? WHERE id=?", (_now(), status, run_id))
         self.conn.commit()
+
+    def runs(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The latest runs, newest first, with their evaluations' counts."""
+        return self._runs("1=1", (), limit)
+
+    def run(self, run_id: int) -> dict[str, Any]:
+        found = self._runs("r.id=?", (run_id,), 1)
+        if not found:
+            raise UserError(f"no run {run_id} in {self.path}: `solbench runs` lists them")
+        return found[0]
+
+    def _runs(self, where: str, args: tuple, limit: int) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT r.id, r.started, r.finished, r.status, r.command, r.device, r.hardware, COUNT(e.id), "
+            "SUM(e.verdict='passed'), SUM(e.verdict='unsupported') FROM runs r LEFT JOIN evaluations e "
+            f"ON e.run_id = r.id WHERE {where} GROUP BY r.id ORDER BY r.id DESC LIMIT ?", (*args, limit)).fetchall()
+        keys = ("id", "started", "finished", "status", "command", "device", "hardware", "evaluations", "passed",
+                "unsupported")
+        out = [dict(zip(keys, r)) for r in rows]
+        for r in out:  # a run without a status: finished where it has an end (older databases), else unfinished
+            r["status"] = r["status"] or ("finished" if r["finished"] else "unfinished")
+            r["passed"], r["unsupported"] = r["passed"] or 0, r["unsupported"] or 0
+        return out
 
     # ---- evaluations ---------------------------------------------------------
     def add_evaluation(self, ev: Evaluation, solution_json: str, run_id: int | None = None) -> int:

@@ -175,10 +175,15 @@ def retire_all() -> None:
 
 def end_with_signals() -> None:
     """On SIGTERM, SIGHUP or SIGINT, retire every trusted worker (their candidates die with them), then end as
-    the signal would have. A SIGKILL cannot be caught: then each worker's parent-death signal ends it."""
+    the signal would have; SIGINT (Ctrl-C) as Python's KeyboardInterrupt, so that a command can still say what
+    it had done (``run`` marks its run interrupted and shows its evaluations so far). A SIGKILL cannot be
+    caught: then each worker's parent-death signal ends it."""
 
     def handler(signum, frame):
         retire_all()
+        if signum == signal.SIGINT:
+            signal.signal(signum, signal.default_int_handler)
+            raise KeyboardInterrupt
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 

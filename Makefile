@@ -18,12 +18,16 @@ test-gpu: $(STAMP)
 	$(PY) -m pytest -q -m gpu
 
 $(STAMP): pyproject.toml
+	@echo "solbench: setting up $(VENV) (a few minutes the first time)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	@echo "solbench: installing torch"
 	# torch first and pinned: pip takes the local CPU build where one is provided, and never a newer CUDA build by surprise
 	$(PY) -m pip install -q "torch==2.13.0"
+	@echo "solbench: installing solbench and its test tools"
 	$(PY) -m pip install -q -e ".[test]"
 	touch $(STAMP)
+	@echo "solbench: installed; the command is $(VENV)/bin/solbench (or: source $(VENV)/bin/activate)"
 
 clean:
 	rm -rf $(VENV) solbench.db

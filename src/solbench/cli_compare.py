@@ -39,6 +39,8 @@ def _columns(evs: list[dict[str, Any]]) -> None:
     for e in evs:
         names, plats = seen[e["hardware"]]
         extra = [x for x, many in ((e["device_name"], len(names) > 1), (e["platform"], len(plats) > 1)) if many and x]
+        if e["device"] == "cpu" and e["hardware"] != "cpu":  # scored against a chip's ceilings, run on the CPU
+            extra.append("ran on the CPU")
         e["hw"] = e["hardware"] + (f" ({', '.join(extra)})" if extra else "")
 
 
@@ -127,7 +129,7 @@ def _fmt(c: dict[str, Any] | None, with_solution: bool = False) -> str:
     if c is None:
         return "-"
     score = f"SOL {c['sol_score']:.3f}" if c["sol_score"] is not None else "SOL -"
-    speed = f"{c['mean_speedup']:.2f}x" if c["mean_speedup"] is not None else "-"
+    speed = f"{c['mean_speedup']:.2f}x eager" if c["mean_speedup"] is not None else "x eager -"
     head = f"{c['solution']}: " if with_solution else ""
     return f"{head}{c['verdict']} {score} {speed}" + (f" [{c['platform']}]" if c.get("platform") else "")
 
@@ -150,13 +152,18 @@ def render(data: dict[str, Any]):
 
 
 def compare(
+    runs: Optional[list[int]] = typer.Argument(None, metavar="[RUN_A RUN_B]", help="two runs' ids: each solution "
+                                               "both ran, B against A, with a significance test on the samples"),
     db: Path = typer.Option("solbench.db", "--db", help="results database (SQLite)"),
     by: str = typer.Option("hardware", "--by", help="hardware: the same solutions across chips; language: the same "
                            "problem across languages (best SOL score per language)"),
     problem: Optional[str] = typer.Option(None, "--problem", help="only this problem"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
-    """Compare stored results across hardware platforms or languages."""
+    """Compare two runs (`solbench compare 3 5`), or stored results across hardware platforms or languages
+    (`solbench compare --by hardware`)."""
+    if runs:
+        return _compare_runs(runs, Path(db), json_out)
     data = compare_rows(Path(db), by, problem)
     if json_out:
         print(json.dumps(data, indent=2, default=str))
@@ -169,3 +176,44 @@ def compare(
         out.print(f"no {what} in {db}", markup=False)
         return
     out.print(render(data))
+
+
+def _compare_runs(runs: list[int], db: Path, json_out: bool) -> None:
+    from solbench.cli_options import out
+    from solbench.report.run_compare import compare_runs
+    from solbench.store.db import Store
+
+    if len(runs) != 2:
+        raise UserError(f"compare takes two runs (RUN_A RUN_B), not {len(runs)}")
+    if not db.exists():
+        raise UserError(f"no database at {db}")
+    store = Store(db)
+    a, b = ([store.evaluation(i)[0] for i in store.evaluation_ids(run_id=store.run(r)["id"])] for r in runs)
+    data = compare_runs(a, b)
+    if json_out:
+        print(json.dumps(data, indent=1, default=str))
+        return
+    out.print(_runs_table(data, runs))
+    g = data["geomean_ratio"]
+    out.print(f"run {runs[1]} against run {runs[0]}: {len(data['rows'])} solutions in both, {data['timed']} timed; "
+              + (f"geometric mean time ratio {g:.3f} ({(1 - g) * 100:+.1f}% faster)" if g else "nothing timed in both")
+              + f"; a change counts at p < {data['alpha']} (Mann-Whitney on the samples) and beyond "
+              f"{data['noise'] * 100:.0f}%", markup=False)
+
+
+def _runs_table(data: dict[str, Any], runs: list[int]):
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=f"run {runs[1]} against run {runs[0]}")
+    table.add_column("problem / solution", overflow="ellipsis", no_wrap=True, max_width=36)
+    table.add_column("verdicts", no_wrap=True, overflow="ellipsis", max_width=16)
+    table.add_column("B/A time", justify="right")
+    table.add_column("change", no_wrap=True)
+    for r in data["rows"]:
+        verdicts = r["a_verdict"] if r["a_verdict"] == r["b_verdict"] else f"{r['a_verdict']}>{r['b_verdict']}"
+        n = sum(c["call"] in ("faster", "slower") for c in r["workloads"])
+        table.add_row(f"{r['problem']} / {r['solution']}", verdicts,
+                      "-" if r["ratio"] is None else f"{r['ratio']:.3f}",
+                      r["call"] + (f" ({n} of {len(r['workloads'])} workloads)" if n else ""))
+    return table

@@ -69,7 +69,9 @@ def show_run(run_id: int = typer.Argument(..., help="the run's id (`solbench run
                                  "verdict": w.verdict, "reasons": " ".join(w.reasons), "why": workload_why(w) or "",
                                  **{k: getattr(w, k) for k in CSV_FIELDS[10:]}})
         return
-    out.print(f"run {run_id}: {run['command'] or ''}", markup=False, soft_wrap=True)
+    from solbench.report.results import clip
+
+    out.print(clip(f"run {run_id}: {run['command'] or ''}", out.width), markup=False)
     out.print(f"started {run['started']}, {run['status']}, on {run['device']} ({run['hardware']})", markup=False)
     print_evaluations(evaluations, wide)
     out.print(run_summary(evaluations, run_id, db))

@@ -81,7 +81,7 @@ def run(
     store = Store(db)
     hw = detect(dev)
     calibrated = stored_calibration(db, hw)
-    run_id = store.start_run(" ".join(sys.argv), dev, hw.id)
+    run_id = store.start_run(" ".join(["solbench", *sys.argv[1:]]), dev, hw.id)
 
     options = dict(device=dev, draws=draws, hardware=hw, calibrated=calibrated, baselines=kinds,
                    use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_mode(profile_dsl),

@@ -94,7 +94,8 @@ def load_models(path: str | Path) -> dict[str, ModelConfig]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UserError(f"model registry {path} not found") from None
+        raise UserError(f"model registry {path} not found: copy docs/examples/models.toml there, or pass --models "
+                        "with a file of your own (docs/AGENTS.md)") from None
     except OSError as e:
         raise UserError(f"cannot read model registry {path}: {e.strerror or e}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

@@ -4,14 +4,21 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.solbench-installed
 
-.PHONY: demo test test-gpu clean
+.PHONY: demo test test-gpu clean browser
 
 demo: $(STAMP)
 	$(VENV)/bin/solbench run --suite starter
 
 # the CPU tests on every core (pytest-xdist); the GPU tests one at a time, below: timed tests never share a device
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest -q -n auto -m "not gpu"
+
+# the HTML report's browser test runs in Debian's chromium and its driver: installed here where apt can
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && echo "solbench: installing chromium" && \
+	    apt-get install -y -q chromium chromium-driver >/dev/null; } || \
+	  echo "solbench: no chromium here: the report's browser test will be skipped"
 
 # the GPU test set (pytest marker `gpu`); scripts/gpu-check.sh runs it on the device machine with a summary table
 test-gpu: $(STAMP)

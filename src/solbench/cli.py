@@ -279,6 +279,7 @@ def _groups() -> None:
     from solbench.cli_compare import compare
     from solbench.cli_data import export, import_app
     from solbench.cli_run import run
+    from solbench.cli_report import report
     from solbench.cli_results import runs, show_run
     from solbench.cli_serve import serve, token_app
 
@@ -288,6 +289,7 @@ def _groups() -> None:
     app.add_typer(experiment_app, name="experiment")
     app.command("compare")(compare)
     app.command("run")(run)
+    app.command("report")(report)
     app.command("runs")(runs)
     app.command("show-run")(show_run)
     app.command("serve")(serve)

@@ -145,15 +145,30 @@ def agent_report(
     """Metrics over stored attempts: correctness, pass@k, fast_p, the R@t ladder and S, SOL score, the
     two-level geometric-mean speedup, tokens and money per success, wall time; and what the skill check cut.
     A trajectory whose seals do not hold under its run's secret is left out."""
+    if not db.exists():
+        raise UserError(f"no database at {db}")
+    keys = tuple(k for k in by.split(",") if k)
+    rows = agent_rows(db, experiment, keys)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=1, default=str) + "\n")
+        return
+    cols = [k for k in ("n", "solved", "correct", "pass@1", "fast_1", "S", "sol", "speedup", "tokens_per_success",
+                        "usd_per_success", "wall_s", "skill_code_cut", "skills_withheld") if rows and k in rows[0]]
+    table = Table(*[*keys, *cols])
+    for row in rows:
+        table.add_row(*[str(row.get(k, "")) for k in keys],
+                      *[f"{row[k]:.3g}" if isinstance(row.get(k), float) else str(row.get(k)) for k in cols])
+    out.print(table)
+
+
+def agent_rows(db: Path, experiment: Optional[str], keys: tuple[str, ...]) -> list[dict]:
+    """``agent report``'s rows: the metrics of the stored, sealed attempts grouped by ``keys``."""
     from solbench.agents.loop import AttemptResult
     from solbench.agents.metrics import summarize
     from solbench.agents.session import trial_of
     from solbench.problems.problem import load_problem
     from solbench.store.db import Store
 
-    if not db.exists():
-        raise UserError(f"no database at {db}")
-    keys = tuple(k for k in by.split(",") if k)
     trials, problems, cut = [], {}, {}
     for t in _sealed_trajectories(Store(db), experiment):
         r = AttemptResult.model_validate(t["result"])
@@ -169,16 +184,7 @@ def agent_report(
     rows = summarize(trials, by=keys)
     for row in rows:
         row["skill_code_cut"], row["skills_withheld"] = cut.get(tuple(row[k] for k in keys), (0, 0))
-    if as_json:
-        sys.stdout.write(json.dumps(rows, indent=1, default=str) + "\n")
-        return
-    cols = [k for k in ("n", "solved", "correct", "pass@1", "fast_1", "S", "sol", "speedup", "tokens_per_success",
-                        "usd_per_success", "wall_s", "skill_code_cut", "skills_withheld") if rows and k in rows[0]]
-    table = Table(*[*keys, *cols])
-    for row in rows:
-        table.add_row(*[str(row.get(k, "")) for k in keys],
-                      *[f"{row[k]:.3g}" if isinstance(row.get(k), float) else str(row.get(k)) for k in cols])
-    out.print(table)
+    return rows
 
 
 def _sealed_trajectories(store, experiment: Optional[str]) -> list[dict]:

@@ -146,3 +146,27 @@ def test_compare_by_hardware_says_when_a_chip_was_only_scored_against(tmp_path):
                           str(tmp_path / "r.db")], capture_output=True, text=True, stdin=subprocess.DEVNULL,
                          timeout=120, env=dict(os.environ, COLUMNS="200"))
     assert "x eager" in res.stdout and "SOL" in res.stdout
+
+
+def test_report_writes_one_offline_file_or_a_site(tmp_path):
+    pytest.importorskip("plotly")
+    from solbench.store.db import Store
+    from tests.report.test_html_browser import _evaluation
+
+    db = tmp_path / "r.db"
+    store = Store(db)
+    rid = store.start_run("solbench run", "cuda", "h200")
+    store.add_evaluation(_evaluation("rmsnorm", "triton", "triton", "passed", 0.8, 0.05), "{}", rid)
+    page = tmp_path / "report.html"
+    res = solbench("report", "--db", str(db), "-o", str(page))
+    assert res.returncode == 0, res.stderr[-2000:]
+    text = page.read_text()
+    assert '<table id="leaderboard">' in text and 'id="p-rmsnorm"' in text and "roofline: h200" in text
+    assert "<script src=" not in text  # plotly's JavaScript is inlined: it works offline, with no server
+    site = tmp_path / "site"
+    assert solbench("report", "--db", str(db), "--site", str(site)).returncode == 0
+    assert sorted(p.name for p in site.iterdir()) == ["evaluations.json", "index.html", "leaderboard.json",
+                                                       "plotly.min.js"]
+    assert json.loads((site / "leaderboard.json").read_text())[0]["sol_score"] == 0.8
+    missing = solbench("report", "--db", str(tmp_path / "none.db"))
+    assert missing.returncode == 2 and "no results database" in missing.stderr

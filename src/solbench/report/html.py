@@ -133,19 +133,22 @@ def agents_section(agents: dict[str, Any]) -> str:
 
 
 def transfer_section(reports: list[dict[str, Any]]) -> str:
+    """Each experiment's lifts by direction (mean and 95% interval) and its help / harm counts."""
     parts = []
     for rep in reports:
-        directions = rep.get("directions") or {}
         rows = []
-        for name, d in directions.items():
+        for name, d in (rep.get("directions") or {}).items():
             for metric, v in d.items():
                 if isinstance(v, dict) and {"mean", "lo", "hi"} <= set(v):
-                    rows.append(f'<tr><td>{_e(name)}</td><td>{_e(metric)}</td><td class="num">{_num(v["mean"], "{:+.2f}")}'
-                                f'</td><td class="num">{_num(v["lo"], "{:+.2f}")} to {_num(v["hi"], "{:+.2f}")}</td></tr>')
-        parts.append(f'<h3>{_e(rep.get("experiment") or rep.get("name") or "transfer")}</h3><table><thead><tr>'
-                     '<th>direction</th><th>lift</th><th>mean</th><th>95% interval</th></tr></thead><tbody>'
-                     f'{"".join(rows)}</tbody></table><pre class="meta">{_e(json.dumps(rep.get("help_harm"), indent=1))}'
-                     '</pre>' if rep.get("help_harm") else "")
+                    rows.append(f'<tr><td>{_e(name)}</td><td>{_e(metric)}</td>'
+                                f'<td class="num">{_num(v["mean"], "{:+.3g}")}</td><td class="num">'
+                                f'{_num(v["lo"], "{:+.3g}")} to {_num(v["hi"], "{:+.3g}")}</td></tr>')
+                elif metric == "help_harm" and isinstance(v, dict):
+                    said = ", ".join(f"{k} {x}" for k, x in v.items() if not isinstance(x, (dict, list)))
+                    rows.append(f'<tr><td>{_e(name)}</td><td>help / harm</td><td colspan="2">{_e(said)}</td></tr>')
+        parts.append(f'<h3>{_e(rep.get("experiment") or "transfer experiment")}</h3><table><thead><tr>'
+                     '<th>direction</th><th>lift</th><th>mean</th><th>95% interval</th></tr></thead>'
+                     f'<tbody>{"".join(rows)}</tbody></table>')
     return f'<section id="transfer"><h2>Transfer experiments</h2>{"".join(parts)}</section>' if parts else ""
 
 

@@ -216,7 +216,10 @@ def eval_cmd(
     quiet: bool = typer.Option(False, help="no progress lines"),
     wide: bool = WideOption,
 ) -> None:
-    """Evaluate one solution on one problem: correctness, timing, baselines, SOL score."""
+    """Evaluate one solution on one problem: correctness, timing, baselines, SOL score.
+
+    Examples: `solbench eval --problem rmsnorm --solution my_kernel.py`, `solbench eval --problem rmsnorm
+    --solution sol.json --device cuda --json`, `solbench eval --replay 12`."""
     prestart_worker(device)
     from solbench.evaluate.runner import EvalOptions, evaluate
     from solbench.evaluate.timing.rounds import TimingConfig

@@ -68,7 +68,8 @@ def gather(db: Path, runs: list[int], experiments: list[str], transfers: list[Pa
                         f"{time.strftime('%Y-%m-%d %H:%M %Z')} by solbench {_version()}",
             "evaluations": evaluations, "points": {h: p for h, p in points.items() if p},
             "ceilings": {h: _ceilings(h, store) for h in hardware},
-            "agents": _agents(db, experiments), "transfer": [_read_json(p) for p in transfers]}
+            "agents": _agents(db, experiments), "transfer": [_read_json(p) for p in transfers],
+            "across": _across(db)}
 
 
 def _version() -> str:
@@ -153,6 +154,14 @@ def _ceilings(hw: str, store) -> dict[str, Any]:
         except Exception:
             pass
     return out
+
+
+def _across(db: Path) -> list[dict[str, Any]]:
+    """``compare --by hardware`` and ``--by language``, where the database holds solutions on several chips or
+    problems in several languages."""
+    from solbench.cli_compare import compare_rows
+
+    return [d for d in (compare_rows(db, by) for by in ("hardware", "language")) if d["rows"]]
 
 
 def _agents(db: Path, experiments: list[str]) -> dict[str, Any]:

@@ -152,6 +152,25 @@ def transfer_section(reports: list[dict[str, Any]]) -> str:
     return f'<section id="transfer"><h2>Transfer experiments</h2>{"".join(parts)}</section>' if parts else ""
 
 
+def across_section(tables: list[dict[str, Any]]) -> str:
+    """The same solutions across chips, the same problems across languages (``cli_compare``'s data)."""
+    parts = []
+    for t in tables:
+        chips = t["by"] == "hardware"
+        lead = ("problem", "solution") if chips else ("problem", "hardware")
+        head = "".join(f"<th>{_e(h)}</th>" for h in (*lead, *t["columns"]))
+        body = []
+        for r in t["rows"]:
+            cells = r["hardware"] if chips else r["languages"]
+            first = [r["problem"], r["solution"] if chips else r["hardware"]]
+            body.append("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in first) + "".join(
+                f'<td class="{_css(c["verdict"])}">{_e(c["verdict"])} SOL {_num(c["sol_score"])}</td>'
+                if (c := cells.get(col)) else "<td>-</td>" for col in t["columns"]) + "</tr>")
+        parts.append(f'<h3>across {"chips" if chips else "languages"}</h3><table><thead><tr>{head}</tr></thead>'
+                     f'<tbody>{"".join(body)}</tbody></table>')
+    return f'<section id="across"><h2>Across chips and languages</h2>{"".join(parts)}</section>' if parts else ""
+
+
 def render(data: dict[str, Any], plotly_src: str | None = None) -> str:
     """The whole page: plotly's JavaScript inlined, or loaded from ``plotly_src`` (a file beside it)."""
     from plotly.offline import get_plotlyjs
@@ -169,6 +188,7 @@ def render(data: dict[str, Any], plotly_src: str | None = None) -> str:
                        for i, p in enumerate(problems))
     nav = ('<nav><a href="#rooflines">rooflines</a><a href="#scores">SOL scores</a>'
            '<a href="#leaderboard-section">leaderboard</a><a href="#problems">problems</a>'
+           + ('<a href="#across">across chips and languages</a>' if data.get("across") else "")
            + ('<a href="#agents">agents</a>' if data.get("agents", {}).get("rows") else "")
            + ('<a href="#transfer">transfer</a>' if data.get("transfer") else "") + "</nav>")
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(data["title"])}</title>'
@@ -178,6 +198,7 @@ def render(data: dict[str, Any], plotly_src: str | None = None) -> str:
             f'<section id="scores"><h2>SOL scores</h2>{dists}</section>'
             f'<section id="leaderboard-section"><h2>Leaderboard</h2>{leaderboard(evaluations)}</section>'
             f'<section id="problems"><h2>Problems</h2>{sections}</section>'
+            f'{across_section(data.get("across") or [])}'
             f'{agents_section(data.get("agents") or {"rows": [], "keys": []})}'
             f'{transfer_section(data.get("transfer") or [])}'
             f'<script>{_SCRIPT}</script></body></html>')

@@ -96,10 +96,22 @@ METAVARS = {"problem": "PROBLEM", "problems": "NAMES", "solution": "FILE", "db":
             "experiment": "NAME", "executor": "EXECUTOR", "gpus": "GPUS", "address": "ADDRESS", "host": "HOST",
             "port": "PORT", "replay": "ID", "profile_dsl": "WHICH", "templates": "DIR", "by": "KEYS"}
 _BY_TYPE = {int: "N", float: "NUMBER", Path: "PATH", str: "TEXT"}
+#: help for the options many commands share, where a command gives none
+HELP = {"as_json": "print JSON instead of the table", "db": "results database (SQLite)",
+        "device": "auto (a GPU where there is one), cpu or cuda", "language": "the kernel language",
+        "tokens": "the attempt's token budget", "usd": "the attempt's budget in US dollars",
+        "replicate": "which replicate of the attempt this is (its held-out workloads follow it)",
+        "replicates": "attempts per problem and arm", "experiment": "the experiment's name",
+        "model": "a model named in --models", "mode": "chat (code in replies) or tools (evaluate as a function)",
+        "attempts": "model turns", "submissions": "graded submissions", "wall_s": "the attempt's wall-clock budget",
+        "heldout": "held-out workloads that score (no feedback shows them)", "baselines": "comma-separated baseline "
+        "kinds (eager, compile, baseline_file) or none", "seed": "the run's secret seed (default: random, stored)",
+        "draws": "correctness draws per workload", "quiet": "no progress bars", "port": "the port to listen on"}
 
 
 def plain_metavars(fn) -> None:
-    """Name each option's value in words (``--db FILE``, ``--draws N``) where the command did not."""
+    """Name each option's value in words (``--db FILE``, ``--draws N``) and give the shared options their help,
+    where the command did not."""
     import inspect
     import typing
 
@@ -108,7 +120,11 @@ def plain_metavars(fn) -> None:
     hints = typing.get_type_hints(fn)
     for name, param in inspect.signature(fn).parameters.items():
         info = param.default
-        if not isinstance(info, ParameterInfo) or info.metavar is not None:
+        if not isinstance(info, ParameterInfo):
+            continue
+        if not info.help and name in HELP:
+            info.help = HELP[name]
+        if info.metavar is not None:
             continue
         kind = hints.get(name)
         args = [a for a in typing.get_args(kind) if a is not type(None)]

@@ -122,16 +122,19 @@ def _evaluation(ev, store) -> dict[str, Any]:
 
 
 def _points(e: dict[str, Any]) -> list[dict[str, Any]]:
+    """The roofline's points of an evaluation: each timed workload's solution, and its baseline."""
     out = []
     for w in e["workloads"]:
         if not w["flops"] or not w["bytes"]:
             continue
-        for series, ms in (("solution", w["time_ms"]), ("baseline", w["baseline_ms"])):
-            if ms:
-                out.append({"series": series, "intensity": w["flops"] / w["bytes"],
-                            "throughput": w["flops"] / (ms / 1e3), "verdict": e["verdict"] if series == "solution"
-                            else "passed", "label": f"{e['problem']} / {e['solution'] if series == 'solution' else w['baseline']}"
-                            f" / {w['uuid']}: {ms:.4g} ms, T_SOL {w['sol_ms'] or 0:.4g} ms, {e['verdict']}"})
+        for series, ms, who in (("solution", w["time_ms"], e["solution"]),
+                                ("baseline", w["baseline_ms"], w["baseline"])):
+            if not ms:
+                continue
+            label = f"{e['problem']} / {who} / {w['uuid']}: {ms:.4g} ms, T_SOL {w['sol_ms'] or 0:.4g} ms"
+            out.append({"series": series, "intensity": w["flops"] / w["bytes"],
+                        "throughput": w["flops"] / (ms / 1e3), "label": f"{label}, {e['verdict']}",
+                        "verdict": e["verdict"] if series == "solution" else "passed"})
     return out
 
 

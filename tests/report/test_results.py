@@ -28,7 +28,8 @@ def text(lines):
 
 def test_the_error_line_is_the_solutions_frame_and_the_exception():
     assert error_line(TRACEBACK) == "kernel.py:7 in run: RuntimeError: bad grid"
-    assert error_line("SyntaxError: expected ':' (syntax.py, line 3)\nmore") == "SyntaxError: expected ':' (syntax.py, line 3)"
+    syntax = "SyntaxError: expected ':' (syntax.py, line 3)"
+    assert error_line(syntax + "\nmore") == syntax
 
 
 def test_a_failed_comparison_names_its_worst_element_without_its_seed():

@@ -25,7 +25,8 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}.passed{color:#1b7f6b}
 _SCRIPT = """
 (function(){
   const table = document.getElementById('leaderboard'); if(!table) return;
-  const body = table.tBodies[0], filter = document.getElementById('filter'), verdict = document.getElementById('verdict');
+  const body = table.tBodies[0], filter = document.getElementById('filter');
+  const verdict = document.getElementById('verdict');
   function apply(){
     const q = filter.value.toLowerCase(), v = verdict.value; let shown = 0;
     for (const row of body.rows){
@@ -125,9 +126,11 @@ def agents_section(agents: dict[str, Any]) -> str:
     cols = [c for c in ("n", "solved", "correct", "pass@1", "pass@5", "S", "sol", "speedup", "tokens_per_success",
                         "usd_per_success", "wall_s_per_success") if c in rows[0]]
     head = "".join(f"<th>{_e(k)}</th>" for k in [*keys, *cols])
+    def cell(x: Any) -> str:
+        return f'<td class="num">{_num(x, "{:.3g}") if isinstance(x, float) else _e(x)}</td>'
+
     body = "".join("<tr>" + "".join(f"<td>{_e(r.get(k))}</td>" for k in keys) +
-                   "".join(f'<td class="num">{_num(r.get(c), "{:.3g}") if isinstance(r.get(c), float) else _e(r.get(c))}'
-                           f"</td>" for c in cols) + "</tr>" for r in rows)
+                   "".join(cell(r.get(c)) for c in cols) + "</tr>" for r in rows)
     return (f'<section id="agents"><h2>Agents</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
             f'</table>{_figure(figures.ladder(rows, keys), "ladder")}</section>')
 

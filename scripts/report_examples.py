@@ -29,40 +29,7 @@ def run(x, weight, eps, out):
     xf = x.float()
     out.copy_((xf * torch.rsqrt((xf * xf).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype))
 """
-TRITON = '''import triton
-import triton.language as tl
-
-
-@triton.jit
-def _rms(x_ptr, w_ptr, out_ptr, hidden, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    m = offs < hidden
-    x = tl.load(x_ptr + row * hidden + offs, mask=m, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
-    y = x * tl.rsqrt(tl.sum(x * x, axis=0) / hidden + eps) * w
-    tl.store(out_ptr + row * hidden + offs, y.to(out_ptr.dtype.element_ty), mask=m)
-
-
-def run(x, weight, eps, out):
-    hidden = x.shape[-1]
-    _rms[(x.numel() // hidden,)](x, weight, out, hidden, eps, BLOCK=triton.next_power_of_2(hidden))
-'''
 SKILL = "```markdown\n# SKILL\n- rmsnorm is one pass over each row: statistics in fp32, one rounding at the end\n```"
-
-
-def scripted(body: dict) -> dict:
-    """A model that writes the kernel in the language its prompt names, keeps a skill, and stops on a pass."""
-    from tests.agents.agents_loopback import code_reply, no_code_reply, reply
-
-    msgs = body.get("messages") or []
-    system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else ""
-    if "You maintain SKILL.md" in system:
-        return reply(SKILL)
-    last = msgs[-1]["content"] if msgs else ""
-    if "all visible workloads passed" in last.lower():
-        return no_code_reply("Done.")
-    return code_reply(TRITON if "in triton" in system.lower() else PYTORCH)
 
 
 def solbench(*args: str) -> None:
@@ -71,10 +38,13 @@ def solbench(*args: str) -> None:
 
 
 def agents_db(work: Path) -> tuple[Path, Path]:
-    from tests.agents.agents_loopback import LoopbackServer
+    from tests.agents.agents_loopback import LoopbackServer, language_model
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_agent_loop import GPU_KERNEL  # its Triton rmsnorm, which the CPU runs through Triton's interpreter
 
     db, rep = work / "agents.db", work / "transfer.json"
-    with LoopbackServer(default=scripted) as srv:
+    with LoopbackServer(default=language_model({"triton": GPU_KERNEL, "pytorch": PYTORCH}, SKILL)) as srv:
         models = work / "models.toml"
         models.write_text(f'[models.scripted]\nprovider = "openai"\nbase_url = "{srv.openai_base_url}"\nmodel = "m"\n'
                           'max_retries = 0\nprice = { input = 1.0, cached = 0.1, output = 4.0 }\n')

@@ -390,3 +390,26 @@ class LoopbackServer:
             if self.default is not None:
                 return self.default, n
             return http_error(410, f"loopback script exhausted after {n - 1} replies"), n
+
+
+def language_model(kernels: dict[str, str], skill: str, done=None):
+    """A scripted model (a ``default`` step for ``LoopbackServer``) that writes the kernel of the language its
+    system prompt names ("in triton": ``kernels["triton"]``, else ``kernels["pytorch"]``), answers with ``skill``
+    when asked to keep SKILL.md, and stops ("Done.") once ``done(messages)`` holds (default: the feedback says
+    every visible workload passed)."""
+
+    def finished(msgs: list[dict]) -> bool:
+        last = msgs[-1]["content"] if msgs else ""
+        return "all visible workloads passed" in str(last).lower()
+
+    def step(body: dict) -> dict:
+        msgs = body.get("messages") or []
+        system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else ""
+        if "You maintain SKILL.md" in system:
+            return reply(skill)
+        if (done or finished)(msgs):
+            return no_code_reply("Done.")
+        return code_reply(kernels["triton"] if "in triton" in system.lower() else kernels["pytorch"])
+
+    return step
+

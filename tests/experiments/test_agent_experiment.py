@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from solbench.evaluate.isolation.sandbox import namespaces_available
-from tests.agents.agents_loopback import LoopbackServer, code_reply, delay, no_code_reply, reply
+from tests.agents.agents_loopback import LoopbackServer, delay, language_model
 from tests.paths import AXPY, ROOT, SCRIPTED_AGENT, TESTS
 
 TORCH = "import torch\n\n\ndef run(x, y, alpha, out):\n    torch.add(y, x, alpha=alpha, out=out)\n"
@@ -37,16 +37,13 @@ def run(x, y, alpha, out):
 SKILL = "```markdown\n# SKILL\n- axpy is bound by memory: one pass, no scratch; measured at the launch floor\n```"
 
 
-def scripted(body: dict) -> dict:
-    """A model that writes the kernel in the language the system prompt names, keeps a skill, then stops."""
-    msgs = body.get("messages") or []
-    system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else ""
-    if "You maintain SKILL.md" in system:
-        return reply(SKILL)
+def _passed(msgs: list[dict]) -> bool:
     last = msgs[-1]["content"] if msgs else ""
-    if "passed" in last.lower() and "Submission" in last or "all visible workloads passed" in last.lower():
-        return no_code_reply("Done.")
-    return code_reply(TRITON if "in triton" in system.lower() else TORCH)
+    return "passed" in last.lower() and "Submission" in last or "all visible workloads passed" in last.lower()
+
+
+#: a model that writes the kernel in the language the system prompt names, keeps a skill, then stops
+scripted = language_model({"triton": TRITON, "pytorch": TORCH}, SKILL, done=_passed)
 
 
 def _models(tmp_path: Path, url: str) -> Path:

@@ -91,6 +91,7 @@ def run(
             device=device, gpus=gpus, slots=slots, address=address), dev, hw, jobs, db, build_jobs,
             quiet or as_json)
     except KeyboardInterrupt:  # Ctrl-C: the run is marked interrupted and what it had done is shown
+        store.conn.rollback()  # an evaluation half written when the signal came is not kept
         store.finish_run(run_id, "interrupted")
         done = [store.evaluation(i)[0] for i in store.evaluation_ids(run_id=run_id)]
         if not as_json:

@@ -147,8 +147,13 @@ def transfer_section(reports: list[dict[str, Any]]) -> str:
                                 f'<td class="num">{_num(v["mean"], "{:+.3g}")}</td><td class="num">'
                                 f'{_num(v["lo"], "{:+.3g}")} to {_num(v["hi"], "{:+.3g}")}</td></tr>')
                 elif metric == "help_harm" and isinstance(v, dict):
-                    said = ", ".join(f"{k} {x}" for k, x in v.items() if not isinstance(x, (dict, list)))
-                    rows.append(f'<tr><td>{_e(name)}</td><td>help / harm</td><td colspan="2">{_e(said)}</td></tr>')
+                    rows.append(f'<tr><td>{_e(name)}</td><td>help / harm</td><td colspan="2">{_e(_hh(v))}</td></tr>')
+                elif metric == "by_standing" and isinstance(v, dict):
+                    rows += [f'<tr><td>{_e(name)}</td><td>help / harm, the source {_e(k)} the solo</td>'
+                             f'<td colspan="2">{_e(_hh(x))}</td></tr>' for k, x in v.items() if x.get("n")]
+                elif metric == "p_value_S" and v is not None:
+                    rows.append(f'<tr><td>{_e(name)}</td><td>S lift: sign-flip p</td><td class="num">'
+                                f'{_num(v, "{:.3g}")}</td><td></td></tr>')
         parts.append(f'<h3>{_e(rep.get("experiment") or "transfer experiment")}</h3><table><thead><tr>'
                      '<th>direction</th><th>lift</th><th>mean</th><th>95% interval</th></tr></thead>'
                      f'<tbody>{"".join(rows)}</tbody></table>')
@@ -172,6 +177,13 @@ def across_section(tables: list[dict[str, Any]]) -> str:
         parts.append(f'<h3>across {"chips" if chips else "languages"}</h3><table><thead><tr>{head}</tr></thead>'
                      f'<tbody>{"".join(body)}</tbody></table>')
     return f'<section id="across"><h2>Across chips and languages</h2>{"".join(parts)}</section>' if parts else ""
+
+
+def _hh(v: dict[str, Any]) -> str:
+    """help / harm as a reader says it: ``help 50%, harm 0% (W/T/L 1/1/0 of 2)``."""
+    pct = lambda x: "-" if x is None else f"{x * 100:.0f}%"  # noqa: E731
+    return (f"help {pct(v.get('help'))}, harm {pct(v.get('harm'))} (W/T/L {v.get('wins')}/{v.get('ties')}/"
+            f"{v.get('losses')} of {v.get('n')})")
 
 
 def render(data: dict[str, Any], plotly_src: str | None = None) -> str:

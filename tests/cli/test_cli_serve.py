@@ -89,3 +89,28 @@ def test_a_second_run_scheduling_one_database_is_refused(tmp_path):
     assert res.returncode == 2 and "another `solbench run` (run-1)" in last and "Traceback" not in res.stderr
     with sqlite3.connect(db) as conn:  # its jobs were cancelled, not left for a later scheduler
         assert {r[0] for r in conn.execute("SELECT state FROM jobs")} == {"cancelled"}
+
+
+def test_serve_answers_on_loopback_and_ends_on_sigterm(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    from tests.service.live import free_port, wait_up
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "solbench", "serve", "--open", "--device", "cpu", "--port",
+                             str(port), "--db", str(tmp_path / "s.db")], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_up(f"http://127.0.0.1:{port}", timeout_s=120)
+        health = httpx.get(f"http://127.0.0.1:{port}/health").json()
+        assert health["slots"]["cpu:0"]["state"] == "idle" and health["hardware"] == "cpu"
+        assert httpx.get(f"http://127.0.0.1:{port}/openapi.json").json()["info"]["title"] == "solbench"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert "solbench serve: 1 slot(s) (cpu:0)" in out and "Traceback" not in err

@@ -259,8 +259,9 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
                 cand = keeper.run_worker(cand_job, opts.startup_timeout_s, opts.workload_timeout_s, workdir)
             work, analysis_s = analysis.result()
             ph.add("analysis", analysis_s)  # in a thread of its own, while the worker ran
-            with ph("stage"):
-                _carry_cache(private / "triton", carried, below=private)
+            if carries_back(opts):
+                with ph("stage"):
+                    _carry_cache(private / "triton", carried, below=private)
             env = _environment(cand, build, opts)
             with ph("baselines"):
                 base = _baselines(problem, runnable, opts, seed, env, workdir, store) if runnable else {}
@@ -396,6 +397,15 @@ def _phases(ev: Evaluation, ph: Phases, cand: keeper.WorkerOutcome, results: lis
     for r in results:
         ph.merge(r.phases)
     ev.phases = ph.take()
+
+
+def carries_back(opts: EvalOptions) -> bool:
+    """Whether the candidate's Triton cache is kept for the next evaluation of the same sources: only from a run
+    whose seed was drawn fresh and that drew no held-out workloads. A run under a given seed (an agent's
+    attempt, a service's seed group, a replay) meets the same inputs again next time, and a held-out workload's
+    shapes are secret: what a candidate wrote in its cache there could replay outputs or leak the shapes to the
+    next run of the same code."""
+    return opts.seed is None and not opts.heldout
 
 
 def _times(opts: EvalOptions) -> bool:

@@ -51,13 +51,21 @@ class _Policy:
         return response is not None and response.status_code in RETRY_STATUS
 
 
+class ServiceError(UserError):
+    """The service refused a request or failed: ``status`` is its HTTP status."""
+
+    def __init__(self, status: int, detail: Any):
+        self.status = status
+        super().__init__(f"the service answered {status}: {detail}")
+
+
 def _checked(response: httpx.Response) -> Any:
     if response.status_code >= 400:
         try:
             detail = response.json().get("detail")
         except ValueError:
             detail = response.text[:300]
-        raise UserError(f"the service answered {response.status_code}: {detail}")
+        raise ServiceError(response.status_code, detail)
     return response.json()
 
 

@@ -61,3 +61,18 @@ def test_a_problem_the_service_lacks_travels_with_the_submission(service):
     assert r.graded[0].passed
     (job,) = list(queue.jobs())
     assert job.spec.problem_files and "reference.py" in job.spec.problem_files
+
+
+def test_only_the_services_refusal_of_a_submission_is_a_verdict(service, monkeypatch):
+    from solbench.agents.grader import RemoteGrader
+    from solbench.errors import UserError
+    from solbench.evaluate.runner import EvalOptions
+
+    url, _ = service
+    grader = RemoteGrader(load_problem("rmsnorm"), EvalOptions(device="cpu"), url, group="g", heldout=0)
+    refused = grader.grade({"k.py": GOOD}, "fortran")  # an unknown language: the submission's fault
+    assert refused.verdict == "compile_error" and refused.reasons == ["bad_submission"] and "422" in refused.message
+    monkeypatch.setenv("SOLBENCH_TOKEN", "sb_not_a_token")
+    locked_out = RemoteGrader(load_problem("rmsnorm"), EvalOptions(device="cpu"), url, group="g")
+    with pytest.raises(UserError, match="401"):  # the token's fault, not the agent's: no verdict recorded
+        locked_out.grade({"k.py": GOOD}, "pytorch")

@@ -62,3 +62,16 @@ def test_slots_on_different_gpus_do_not_wait(monkeypatch):
         t, entered = _second_holder("cuda:1", exclusive=True)
         t.join(30)
         assert entered.is_set()
+
+
+def test_a_lease_folder_that_is_a_link_is_not_used(tmp_path, monkeypatch):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "solbench-leases").symlink_to(target)
+    monkeypatch.setenv("SOLBENCH_LEASE_DIR", str(tmp_path / "links"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    with lease.hold("cuda"):
+        pass
+    assert list(target.iterdir()) == []  # nothing made through the link
+    assert (tmp_path / "links" / f"solbench-leases-{__import__('os').getuid()}" / "gpu-0.lock").exists()

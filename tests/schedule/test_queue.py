@@ -101,3 +101,12 @@ def test_a_submission_retried_with_its_key_is_queued_once(tmp_path):
     assert q.submit([spec(), spec()], token="a", key="k") == first
     assert q.submit([spec()], token="b", key="k") != first  # another token's key is its own
     assert sum(q.counts().values()) == 3
+
+
+def test_a_cancelled_job_whose_slot_is_lost_ends_cancelled(tmp_path):
+    q = JobQueue(tmp_path / "s.db")
+    (jid,) = q.submit([spec()])
+    job = q.claim("a", 60)
+    q.cancel(jid)
+    assert q.requeue(job, "slot recycled for the cancel") == "cancelled" and q.get(jid).state == "cancelled"
+    assert q.claim("b", 60) is None

@@ -57,8 +57,12 @@ def test_a_token_is_needed_and_a_revoked_one_refused(service, tmp_path):
     (body(language="fortran"), 422, "fortran"),
     (body(sources={"k.py": "x" * 2_000_000}), 413, "at most"),
     ({"problem": "rmsnorm"}, 422, "either solution or sources"),
-    (body(options={"draws": 10_000}), 422, "draws"),
-    (body(options={"seed": 1}), 422, "seed"),  # the trusted side's seed is not the submitter's to choose
+    (body(options={"heldout": 10_000}), 422, "heldout"),
+    # the trusted side's seed and the checks' strength are not the submitter's to choose
+    (body(options={"seed": 1}), 422, "seed"),
+    (body(options={"draws": 1}), 422, "draws"),
+    (body(options={"profile_dsl": "off"}), 422, "profile_dsl"),
+    (body(options={"hold": False}), 422, "hold"),
     (body(problem_files={"reference.py": "def run(x): return x"}), 403, "upload"),
 ])
 def test_a_bad_submission_gets_a_4xx_with_why(service, request_body, status, words):
@@ -171,3 +175,24 @@ def test_a_response_holds_no_seed_nor_held_out_shape(tmp_path):
     for w in stored.workloads:
         if w.uuid.startswith("heldout"):
             assert w.uuid not in text and all(str(v) not in text for v in w.axes.values() if v > 64)
+
+
+def test_a_retry_is_answered_even_past_the_quota_and_open_is_no_tokens_name(service, tmp_path):
+    url, secrets, queue, _ = service
+    small = client(url, secrets["small"])
+    first = small.post("/v1/evaluations/batch", json={"evaluations": [body(), body()]},
+                       headers={"Idempotency-Key": "k"}).json()["ids"]
+    again = small.post("/v1/evaluations/batch", json={"evaluations": [body(), body()]},
+                       headers={"Idempotency-Key": "k"})
+    assert again.status_code == 202 and again.json()["ids"] == first  # the quota (2) is used up, the retry is not new
+    from solbench.errors import UserError
+
+    with pytest.raises(UserError):
+        Tokens(tmp_path / "s.db").add("(open)")
+
+
+def test_a_job_s_workloads_are_each_evaluated_once(service):
+    url, secrets, queue, _ = service
+    (jid,) = client(url, secrets["alice"]).post(
+        "/v1/evaluations", json=body(options={"workloads": ["rmsnorm-cpu-t4-h256"] * 50})).json()["ids"]
+    assert queue.get(jid).spec.options.workloads == ["rmsnorm-cpu-t4-h256"]

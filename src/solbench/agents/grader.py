@@ -24,6 +24,9 @@ from solbench.errors import UserError
 from solbench.problems.solution import BuildSpec, Solution, SourceFile
 from solbench.records import scoring
 
+#: the service's answers that refuse a submission itself (no entry file, an unknown language, too large): a
+#: verdict on it; any other failure (the network, the token, the service) is not the agent's and is raised
+REFUSED = (403, 404, 413, 422)
 #: verdicts a workload gets when nothing of the candidate ran on it (its build failed, its language is missing)
 NOT_RUN = ("compile_error", "unsupported")
 
@@ -42,7 +45,10 @@ def graded_from(ev: Any, submission: int, eval_s: float = 0.0, log_chars: int = 
     hidden_failing = next((w for w in hidden if w.verdict != "passed"), None)
     # what a held-out workload's run printed or failed with may name its shapes: the log only while none ran,
     # and a held-out failure by its verdict alone
-    log = (ev.log or "") if not any(w.verdict not in NOT_RUN for w in hidden) else ""
+    from solbench.evaluate.runner import TRUSTED_LOG
+
+    # and the candidate's own output only: the trusted worker's log is the trusted side's
+    log = (ev.log or "").split(TRUSTED_LOG)[0] if not any(w.verdict not in NOT_RUN for w in hidden) else ""
     message = (failing.message if failing else
                f"a held-out workload: {hidden_failing.verdict}" if hidden_failing else ev.message)
     return Graded(
@@ -127,31 +133,37 @@ class RemoteGrader:
     drawn from a seed only the service knows. The token comes from SOLBENCH_TOKEN."""
 
     def __init__(self, problem: Any, options: Any, server: str, group: str, heldout: int = 3,
-                 entry: str = "run", dps: bool = True, client: Any = None):
+                 entry: str = "run", dps: bool = True, client: Any = None, timeout_s: float = 4 * 3600.0):
         import os
 
         from solbench.client import Client
 
         self.problem, self.options, self.group, self.heldout = problem, options, group, heldout
-        self.entry, self.dps = entry, dps
+        self.entry, self.dps, self.timeout_s = entry, dps, timeout_s
         self.client = client or Client(server, os.environ.get("SOLBENCH_TOKEN"))
         self.count = 0
 
     def grade(self, files: dict[str, str], language: str, entry: str | None = None) -> Graded:
         self.count += 1
-        entry_file = entry or next((p for p, text in files.items() if f"def {self.entry}(" in text), None)
-        options = {"heldout": self.heldout, "draws": self.options.draws,
-                   "single_language": self.options.single_language,
+        entry_file = entry or next((p for p, text in files.items() if f"def {self.entry}(" in text), None) \
+            or next(iter(files), None)  # as EvalGrader: the first file, whose missing entry is the verdict
+        options = {"heldout": self.heldout, "single_language": self.options.single_language,
+                   "check_only": not self.options.time_candidate,
                    **({"baselines": list(self.options.baselines)} if self.options.baselines is not None else {})}
         body = {"problem": self.problem.name, "sources": files, "language": language, **self._upload(),
                 "destination_passing_style": self.dps, "seed_group": self.group, "options": options,
                 **({"entry_point": f"{entry_file}::{self.entry}"} if entry_file else {})}
         t0 = time.perf_counter()
         try:
-            job = self.client.wait(self.client.submit_batch([body])[0])
-        except UserError as exc:  # the service refused it (no entry, an unknown language): a verdict
+            job_id = self.client.submit_batch([body])[0]
+        except UserError as exc:
+            if getattr(exc, "status", None) not in REFUSED:  # the service or the network failed: not the agent's
+                raise
             return Graded(submission=self.count, solution_digest="", language=language, verdict="compile_error",
                           reasons=["bad_submission"], message=str(exc)[:300])
+        job = self.client.wait(job_id, timeout_s=self.timeout_s)
+        if job.get("state") not in ("done", "failed", "cancelled"):
+            self.client.cancel(job_id)  # not left running on the service past the attempt's patience
         return graded_from_service(job, self.count, language, time.perf_counter() - t0)
 
     def _upload(self) -> dict:

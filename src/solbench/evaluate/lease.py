@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import os
 import re
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -42,6 +43,30 @@ def lease_dir() -> Path:
     return Path(os.environ.get("SOLBENCH_LEASE_DIR") or tempfile.gettempdir()) / "solbench-leases"
 
 
+def _open(folder: Path, name: str) -> int:
+    """The lease file, opened read-only (enough for ``flock``, and for another user's file): created where
+    missing, never through a link. A folder that is a link, or not this user's or root's, is not used: then
+    this user's own (``solbench-leases-<uid>``), which keeps evaluations of this user apart but not of others."""
+    try:
+        folder.mkdir(mode=0o1777, parents=True, exist_ok=True)
+        st = os.lstat(folder)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid not in (0, os.getuid()):
+            raise PermissionError(f"{folder} is not a lease folder to trust")
+        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) != 0o1777:
+            dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                os.fchmod(dfd, 0o1777)  # every user of the host leases the same GPUs
+            finally:
+                os.close(dfd)
+        path = folder / f"{name}.lock"
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444)
+    except OSError:
+        own = folder.with_name(f"{folder.name}-{os.getuid()}")
+        own.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(own / f"{name}.lock", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+    return fd
+
+
 @contextlib.contextmanager
 def hold(device: str, exclusive: bool = True) -> Iterator[None]:
     """Hold ``device``'s lease for the block: exclusive for an evaluation that times, shared for one that only
@@ -51,11 +76,7 @@ def hold(device: str, exclusive: bool = True) -> Iterator[None]:
         with _cpu if exclusive else contextlib.nullcontext():
             yield
         return
-    folder = lease_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        folder.chmod(0o1777)  # every user of the host leases the same GPUs
-    fd = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    fd = _open(lease_dir(), name)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield

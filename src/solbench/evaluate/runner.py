@@ -48,6 +48,8 @@ EVAL_PREFIX = "solbench-eval-"
 MAX_CACHE_BYTES = 256 << 20
 
 
+#: where an evaluation's log turns from the candidate's output to the trusted worker's
+TRUSTED_LOG = "\n--- trusted worker ---\n"
 #: correctness draws of a trusted baseline (a solution gets ``EvalOptions.draws``)
 BASELINE_DRAWS = 1
 
@@ -372,7 +374,7 @@ def _evaluation(problem: Problem, solution: Solution, language, opts: EvalOption
         message=cand.fatal.get(0, {}).get("message") or unavailable or (build.failed or {}).get("message")
         or _why(results),
         workloads=results, environment=env,
-        log=(cand.candidate_log + ("\n--- trusted worker ---\n" + cand.log if cand.log.strip() else ""))[-40000:],
+        log=(cand.candidate_log + (TRUSTED_LOG + cand.log if cand.log.strip() else ""))[-40000:],
     )
     ev.sol_score = scoring.aggregate(results)
     ev.mean_speedup_vs_eager = scoring.geomean([r.speedup_vs_eager for r in results])

@@ -66,10 +66,18 @@ class JobQueue:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(SCHEMA)
+        # reads on a connection of their own: a poll never waits behind a writer waiting for the database
+        self._reader = sqlite3.connect(str(path), timeout=60, check_same_thread=False)
+        self._read_lock = threading.Lock()
         self.changed = threading.Condition()  # notified after every change (long polls wait on it)
 
     def close(self) -> None:
         self.conn.close()
+        self._reader.close()
+
+    def _read(self, query: str, args: tuple | list = ()) -> list[tuple]:
+        with self._read_lock:
+            return self._reader.execute(query, args).fetchall()
 
     def _transaction(self) -> "_Tx":
         return _Tx(self)
@@ -92,6 +100,10 @@ class JobQueue:
                 ("queued", priority, token, now, spec.model_dump_json(), (peaks or [0] * len(specs))[i], batch,
                  key)).lastrowid) for i, spec in enumerate(specs)]
         return ids
+
+    def submitted(self, token: str | None, key: str) -> list[int]:
+        """The jobs a submission with idempotency ``key`` queued for ``token`` (none: not submitted yet)."""
+        return [r[0] for r in self._read("SELECT id FROM jobs WHERE token IS ? AND idem=? ORDER BY id", (token, key))]
 
     def cancel(self, job_id: int) -> Job | None:
         """Cancel a queued job at once; a running one is flagged, and its slot ends it (``Scheduler``)."""
@@ -154,6 +166,10 @@ class JobQueue:
         with self._transaction() as c:
             if not self._held(c, job):
                 return "gone"
+            if c.execute("SELECT cancel FROM jobs WHERE id=?", (job.id,)).fetchone()[0]:
+                c.execute("UPDATE jobs SET state='cancelled', finished=?, error=?, lease_until=NULL WHERE id=?",
+                          (time.time(), "cancelled while it ran", job.id))
+                return "cancelled"
             if not counted:
                 c.execute("UPDATE jobs SET attempts=attempts-1 WHERE id=?", (job.id,))
             elif job.attempts >= self.max_attempts:
@@ -185,9 +201,8 @@ class JobQueue:
 
     # ---- reading ---------------------------------------------------------------
     def get(self, job_id: int) -> Job | None:
-        with self._lock:
-            row = self.conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE id=?", (job_id,)).fetchone()
-        return _job(row) if row else None
+        rows = self._read(f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE id=?", (job_id,))
+        return _job(rows[0]) if rows else None
 
     def wait(self, job_id: int, timeout_s: float) -> Job | None:
         """The job once it has ended, or as it is after ``timeout_s`` (a long poll)."""
@@ -201,13 +216,10 @@ class JobQueue:
                 self.changed.wait(min(left, 0.5))  # another process's changes are seen by polling
 
     def submitted_since(self, token: str | None, since: float) -> int:
-        with self._lock:
-            return int(self.conn.execute("SELECT COUNT(*) FROM jobs WHERE token IS ? AND created >= ?",
-                                         (token, since)).fetchone()[0])
+        return int(self._read("SELECT COUNT(*) FROM jobs WHERE token IS ? AND created >= ?", (token, since))[0][0])
 
     def counts(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self.conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
+        return dict(self._read("SELECT state, COUNT(*) FROM jobs GROUP BY state"))
 
     def jobs(self, state: str | None = None, token: str | None = None, limit: int = 100) -> Iterator[Job]:
         q, args = f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE 1=1", []
@@ -215,9 +227,7 @@ class JobQueue:
             q, args = q + " AND state=?", args + [state]
         if token:
             q, args = q + " AND token=?", args + [token]
-        with self._lock:
-            rows = self.conn.execute(q + " ORDER BY id DESC LIMIT ?", args + [limit]).fetchall()
-        return map(_job, rows)
+        return map(_job, self._read(q + " ORDER BY id DESC LIMIT ?", args + [limit]))
 
 
 class _Tx:

@@ -17,6 +17,7 @@ import fcntl
 import os
 import threading
 import time
+import traceback
 from collections import Counter, deque
 from typing import Callable
 
@@ -132,11 +133,13 @@ class Scheduler:
             try:
                 kind = self._run(slot, job)
             except Exception as exc:  # solbench's own fault (a result that does not validate, the database):
-                # the job is put back with why, the slot recycled, and the scheduler goes on
+                # the job is put back (its traceback to this process's log, not to the job), the slot recycled,
+                # and the scheduler goes on
+                traceback.print_exc()
                 self.executor.recycle(slot)
                 kind = "lost"
                 try:
-                    self.queue.requeue(job, f"the scheduler failed on it: {type(exc).__name__}: {exc}")
+                    self.queue.requeue(job, f"the scheduler failed on it: {type(exc).__name__}")
                 except Exception:
                     pass  # its lease runs out, and the next scheduler puts it back
             finally:

@@ -23,6 +23,8 @@ from typing import Any
 from solbench.errors import UserError
 from solbench.schedule.jobs import MAX_FILES, MAX_FILES_BYTES, JobSpec
 
+#: how a job's error starts when solbench itself failed on it (its text stays in the slot's log)
+INTERNAL = "solbench failed on the trusted side"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -52,8 +54,10 @@ def materialize(files: dict[str, str]) -> Path:
     digest = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()[:24]
     folder = problem_root() / digest
     if not (folder / ".complete").exists():
-        staging = problem_root() / f".{digest}-{os.getpid()}"
-        staging.mkdir(parents=True, exist_ok=True)
+        import tempfile
+
+        problem_root().mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=problem_root()))  # one per writer, threads too
         for name, text in files.items():
             (staging / name).write_text(text)
         (staging / ".complete").write_text("")
@@ -126,9 +130,9 @@ def answer(spec_json: str, device: str, store: Any) -> dict[str, Any]:
         ev, solution_json = evaluate_spec(JobSpec.model_validate_json(spec_json), device, store)
     except UserError as exc:
         return {"type": "error", "message": str(exc)}
-    except Exception as exc:  # a fault of solbench's, not a verdict: reported with the job
-        tail = traceback.format_exc()[-1500:]
-        return {"type": "error", "message": f"{type(exc).__name__}: {exc}\n{tail}"}
+    except Exception as exc:  # a fault of solbench's, not a verdict: its text goes to the log, not to the job
+        traceback.print_exc()  # the slot's log (its stdout and stderr)
+        return {"type": "error", "message": f"{INTERNAL}: {type(exc).__name__} (the slot's log has the traceback)"}
     return {"type": "result", "evaluation": ev.model_dump_json(), "solution": solution_json}
 
 

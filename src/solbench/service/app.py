@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+import anyio
 from fastapi import Depends, FastAPI, Header, HTTPException
 from fastapi import Path as PathParam
 from fastapi import Query, Request, Response
@@ -40,7 +41,8 @@ MAX_BODY_BYTES = 8 << 20
 #: the longest a long poll waits
 MAX_WAIT_S = 60.0
 JobId = PathParam(..., ge=1, le=2 ** 63 - 1, description="the evaluation's id, as submitting it answered")
-OPEN = Token("open", uploads=True)  # an open service is its operator's own, on loopback
+#: an open service's caller: its operator, on loopback (a name no real token can have: ``tokens._NAME``)
+OPEN = Token("(open)", uploads=True)
 
 
 class Service:
@@ -91,11 +93,18 @@ class Service:
         problem = views.request_problem(req)
         solution = views.request_solution(req, problem, token.name)
         spec = JobSpec(problem=problem.name if req.problem_files is None else str(problem.directory),
-                       problem_files=req.problem_files, solution=solution.model_dump(), options=req.options,
-                       seed=self.seed(token, req.seed_group))
+                       problem_files=req.problem_files, solution=solution.model_dump(),
+                       options=req.options.job_options(), seed=self.seed(token, req.seed_group))
+        try:  # what the queue stores and the slot reads back: a solution too deep to round-trip is refused here
+            JobSpec.model_validate_json(spec.model_dump_json())
+        except (ValueError, RecursionError) as exc:
+            raise UserError(f"solution: not storable as a job ({type(exc).__name__})") from None
         return spec, _peak(problem, self.device)
 
     def submit(self, reqs: list[EvaluationRequest], token: Token, key: str | None) -> list[int]:
+        known = self.queue.submitted(token.name, key) if key else []
+        if known:  # a retry of a submission already queued: its jobs, whatever the quota says now
+            return known
         if token.quota:
             used = self.queue.submitted_since(token.name, time.time() - 86400)
             if used + len(reqs) > token.quota:
@@ -208,14 +217,14 @@ def create_app(db: Path, scheduler=None, open_access: bool = False, device: str 
     async def result(job_id: int = JobId, wait: float = Query(0.0, ge=0.0, le=MAX_WAIT_S,
                                                       description="seconds to wait for it to end (a long poll)"),
                      token: Token = Depends(svc.caller)) -> JobView:
-        job = svc.owned(job_id, token)
+        job = await anyio.to_thread.run_sync(svc.owned, job_id, token)  # the database off the event loop
         deadline = time.monotonic() + wait
         pause = 0.02
         while job.state not in ENDED and time.monotonic() < deadline:
             await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(pause * 1.5, 0.25)
-            job = svc.queue.get(job_id)
-        return svc.view(job)
+            job = await anyio.to_thread.run_sync(svc.queue.get, job_id)
+        return await anyio.to_thread.run_sync(svc.view, job)
 
     @app.delete("/v1/evaluations/{job_id}", response_model=JobView, summary="cancel an evaluation",
                 responses=reading)

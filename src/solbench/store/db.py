@@ -202,7 +202,7 @@ class Store:
         row = self.conn.execute(
             "SELECT problem, problem_dir, problem_digest, solution, solution_digest, solution_json, language, author,"
             " hardware, device, device_name, verdict, reasons, warnings, message, sol_score, seed, environment,"
-            " elapsed_s, created, summary FROM evaluations WHERE id=?", (eid,)).fetchone()
+            " elapsed_s, created, summary, log FROM evaluations WHERE id=?", (eid,)).fetchone()
         if row is None:
             raise UserError(f"no evaluation with id {eid} in {self.path}")
         summary = json.loads(row[20] or "{}")
@@ -222,7 +222,7 @@ class Store:
             seed=int(row[16]) if row[16] else None, environment=json.loads(row[17] or "{}"), elapsed_s=row[18],
             started=row[19], workloads=workloads, mean_speedup_vs_eager=summary.get("mean_speedup_vs_eager"),
             fast_p=summary.get("fast_p") or {}, findings=summary.get("findings") or [],
-            phases=summary.get("phases") or {},
+            phases=summary.get("phases") or {}, log=row[21] or "",
         )
         return ev, row[5]
 

@@ -196,3 +196,15 @@ def test_a_job_s_workloads_are_each_evaluated_once(service):
     (jid,) = client(url, secrets["alice"]).post(
         "/v1/evaluations", json=body(options={"workloads": ["rmsnorm-cpu-t4-h256"] * 50})).json()["ids"]
     assert queue.get(jid).spec.options.workloads == ["rmsnorm-cpu-t4-h256"]
+
+
+def test_a_solution_too_deep_to_store_is_refused_not_a_server_error(service):
+    url, secrets, queue, _ = service
+    deep: dict = {}
+    for _ in range(700):
+        deep = {"x": deep}
+    solution = {"name": "s", "definition": "rmsnorm", "author": "a", "extra": deep,
+                "spec": {"language": "pytorch", "entry_point": "k.py::run", "destination_passing_style": False},
+                "sources": [{"path": "k.py", "content": SOURCE}]}
+    r = client(url, secrets["alice"]).post("/v1/evaluations", json={"problem": "rmsnorm", "solution": solution})
+    assert r.status_code == 422 and "not storable" in r.json()["detail"] and queue.counts() == {}

@@ -110,3 +110,18 @@ def test_a_cancelled_job_whose_slot_is_lost_ends_cancelled(tmp_path):
     q.cancel(jid)
     assert q.requeue(job, "slot recycled for the cancel") == "cancelled" and q.get(jid).state == "cancelled"
     assert q.claim("b", 60) is None
+
+
+def test_tokens_of_one_priority_take_turns(tmp_path):
+    q = JobQueue(tmp_path / "s.db")
+    flood = q.submit([spec() for _ in range(5)], token="a")
+    few = q.submit([spec() for _ in range(2)], token="b")
+    urgent = q.submit([spec()], token="c", priority=1)
+    order = []
+    for _ in range(8):
+        job = q.claim("slot", 60)
+        order.append(job.id)
+        q.end(job, "failed", "done here")
+        time.sleep(0.002)  # each claim a later time than the one before
+    assert order[0] == urgent[0]
+    assert order[1:6] == [flood[0], few[0], flood[1], few[1], flood[2]] and order[6:] == flood[3:]

@@ -1,7 +1,8 @@
 """The job queue, in the results database: jobs survive a restart of whatever serves them, and each result is
 stored exactly once.
 
-A slot *claims* the highest-priority queued job (oldest first) that its device admits, and holds it under a
+A slot *claims* the highest-priority queued job that its device admits (within a priority, the token served
+least recently first, then the oldest job: a fair share between tokens), and holds it under a
 *lease* it renews while the evaluation runs (``heartbeat``). A job whose slot died is put back (``requeue``), at
 most ``max_attempts`` times before it ends ``failed`` with why; a job whose lease ran out (its scheduler died) is
 put back by the next scheduler's ``recover``. ``finish`` stores the evaluation and marks the job done in one
@@ -45,6 +46,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_queued ON jobs(state, priority, id);
 CREATE INDEX IF NOT EXISTS jobs_idem ON jobs(token, idem);
+CREATE INDEX IF NOT EXISTS jobs_served ON jobs(token, started);
 """
 _COLUMNS = ("id", "state", "priority", "token", "created", "started", "finished", "attempts", "owner", "spec",
             "peak_bytes", "evaluation_id", "error", "cancel", "batch")
@@ -119,8 +121,11 @@ class JobQueue:
         """The next queued job ``admits`` takes (of ``batch`` only, where given), now running on ``owner`` under a
         lease of ``lease_s``."""
         with self._transaction() as c:
+            # within a priority, the token served least recently first (a fair share between tokens), then age
             rows = c.execute(f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE state='queued' "
-                             + ("AND batch=? " if batch is not None else "") + "ORDER BY priority DESC, id LIMIT ?",
+                             + ("AND batch=? " if batch is not None else "") + "ORDER BY priority DESC, "
+                             "(SELECT MAX(s.started) FROM jobs s WHERE s.token IS jobs.token) IS NOT NULL, "
+                             "(SELECT MAX(s.started) FROM jobs s WHERE s.token IS jobs.token), id LIMIT ?",
                              ((batch,) if batch is not None else ()) + (CLAIM_WINDOW,)).fetchall()
             job = next((j for j in map(_job, rows) if admits(j)), None)
             if job is None:

@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_queued ON jobs(state, priority, id);
 CREATE INDEX IF NOT EXISTS jobs_idem ON jobs(token, idem);
-CREATE INDEX IF NOT EXISTS jobs_served ON jobs(token, started);
+-- when each token (or '' for jobs without one) last had a job taken: tokens of one priority take turns
+CREATE TABLE IF NOT EXISTS served (token TEXT PRIMARY KEY, at REAL NOT NULL);
 """
 _COLUMNS = ("id", "state", "priority", "token", "created", "started", "finished", "attempts", "owner", "spec",
             "peak_bytes", "evaluation_id", "error", "cancel", "batch")
@@ -122,10 +123,10 @@ class JobQueue:
         lease of ``lease_s``."""
         with self._transaction() as c:
             # within a priority, the token served least recently first (a fair share between tokens), then age
-            rows = c.execute(f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE state='queued' "
-                             + ("AND batch=? " if batch is not None else "") + "ORDER BY priority DESC, "
-                             "(SELECT MAX(s.started) FROM jobs s WHERE s.token IS jobs.token) IS NOT NULL, "
-                             "(SELECT MAX(s.started) FROM jobs s WHERE s.token IS jobs.token), id LIMIT ?",
+            cols = ", ".join(f"j.{c}" for c in _COLUMNS)
+            rows = c.execute(f"SELECT {cols} FROM jobs j LEFT JOIN served t ON t.token = COALESCE(j.token, '') "
+                             "WHERE j.state='queued' " + ("AND j.batch=? " if batch is not None else "")
+                             + "ORDER BY j.priority DESC, t.at IS NOT NULL, t.at, j.id LIMIT ?",
                              ((batch,) if batch is not None else ()) + (CLAIM_WINDOW,)).fetchall()
             job = next((j for j in map(_job, rows) if admits(j)), None)
             if job is None:
@@ -133,6 +134,7 @@ class JobQueue:
             now = time.time()
             c.execute("UPDATE jobs SET state='running', owner=?, attempts=attempts+1, started=?, lease_until=? "
                       "WHERE id=?", (owner, now, now + lease_s, job.id))
+            c.execute("INSERT OR REPLACE INTO served VALUES (?, ?)", (job.token or "", now))
         return self.get(job.id)
 
     def heartbeat(self, job: Job, lease_s: float) -> tuple[bool, bool]:

@@ -14,7 +14,6 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -96,7 +95,6 @@ class LocalExecutor:
         log_dir.mkdir(parents=True, exist_ok=True)
         self._procs: dict[str, _Process] = {}
         self._restarts: dict[str, int] = {s.name: 0 for s in slots}
-        self._lock = threading.Lock()
 
     def pid(self, slot: Slot) -> int | None:
         p = self._procs.get(slot.name)
@@ -117,6 +115,10 @@ class LocalExecutor:
             return f"the slot's process did not start (see {self.log_dir})"
         p.ready = True
         return p
+
+    def warm(self, slot: Slot) -> None:
+        """Start the slot's process (and its trusted worker) ahead of its first job (each slot's own thread)."""
+        self._process(slot)
 
     @staticmethod
     def _answers(p: _Process) -> bool:

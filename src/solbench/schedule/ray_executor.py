@@ -86,17 +86,28 @@ class RayExecutor:
             self._actors[slot.name] = actor
         return actor
 
-    def run(self, slot: Slot, job: Job, tick: Tick, tick_s: float, timeout_s: float) -> Outcome:
-        ray = self.ray
+    def warm(self, slot: Slot) -> None:
+        """Place and start the slot's actor ahead of its first job."""
+        self._started(slot)
+
+    def _started(self, slot: Slot):
+        """The slot's actor, placed and answering (None: no node took it within ``START_S``)."""
         fresh = slot.name not in self._actors
         actor = self._actor(slot)
         if fresh:
-            ready, _ = ray.wait([actor.ping.remote()], timeout=START_S)
+            ready, _ = self.ray.wait([actor.ping.remote()], timeout=START_S)
             pid = self._get(ready[0]) if ready else None
             if not pid:
                 self.recycle(slot)
-                return Outcome("unavailable", message=f"no node took {slot.name}'s actor within {START_S:.0f} s")
+                return None
             self._pids[slot.name] = pid
+        return actor
+
+    def run(self, slot: Slot, job: Job, tick: Tick, tick_s: float, timeout_s: float) -> Outcome:
+        ray = self.ray
+        actor = self._started(slot)
+        if actor is None:
+            return Outcome("unavailable", message=f"no node took {slot.name}'s actor within {START_S:.0f} s")
         ref = actor.answer.remote(job.spec.model_dump_json())
         deadline = time.monotonic() + timeout_s
         while True:

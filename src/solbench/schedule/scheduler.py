@@ -120,6 +120,12 @@ class Scheduler:
 
     def _serve(self, slot: Slot) -> None:
         rest = REST_S
+        warm = getattr(self.executor, "warm", None)
+        if warm is not None:  # the slot starts now, not when the first job comes: no job waits for it
+            try:
+                warm(slot)
+            except Exception:
+                traceback.print_exc()  # it is started again for its first job
         while not self._stop.is_set():
             try:
                 job = self.queue.claim(self._owner(slot), self.lease_s, self.admits(slot), self.batch)

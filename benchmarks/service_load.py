@@ -100,14 +100,15 @@ def main() -> None:
     report: dict = {"device": args.device, "slots": args.slots}
     try:
         deadline = time.monotonic() + 300
-        while True:
+        while True:  # a warm service: every slot started (its process and trusted worker), as in steady use
             try:
                 report["health"] = c.health()
-                break
+                if all(s["state"] != "starting" for s in report["health"]["slots"].values()):
+                    break
             except Exception:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(0.2)
+            time.sleep(0.2)
         work = bodies(args)
         ref = next(b for b in work if b[0] == args.reference)
         latency: dict[str, list[float]] = {}

@@ -59,6 +59,7 @@ class Scheduler:
         self.on_end = on_end
         self.running: dict[str, Job | None] = {s.name: None for s in executor.slots}
         self.down: dict[str, float] = {}  # slot -> until when it rests (it could not start)
+        self.starting: set[str] = set()  # slots whose process or actor is starting
         self.ended: Counter[str] = Counter()  # outcome kind -> jobs
         self.latency: deque[tuple[float, float]] = deque(maxlen=WINDOW)  # (queued s, run s) per finished job
         self.started = time.time()
@@ -122,10 +123,13 @@ class Scheduler:
         rest = REST_S
         warm = getattr(self.executor, "warm", None)
         if warm is not None:  # the slot starts now, not when the first job comes: no job waits for it
+            self.starting.add(slot.name)
             try:
                 warm(slot)
             except Exception:
                 traceback.print_exc()  # it is started again for its first job
+            finally:
+                self.starting.discard(slot.name)
         while not self._stop.is_set():
             try:
                 job = self.queue.claim(self._owner(slot), self.lease_s, self.admits(slot), self.batch)
@@ -198,7 +202,7 @@ class Scheduler:
         slots = self.executor.health()
         for name, job in self.running.items():
             slots.setdefault(name, {})["job"] = job.id if job is not None else None
-            slots[name]["state"] = ("running" if job is not None else
+            slots[name]["state"] = ("running" if job is not None else "starting" if name in self.starting else
                                     "down" if self.down.get(name, 0) > time.time() else "idle")
         return slots
 

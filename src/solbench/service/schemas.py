@@ -128,7 +128,7 @@ class JobView(BaseModel):
 
 class SlotView(BaseModel):
     device: str
-    state: Literal["idle", "running", "down"]
+    state: Literal["starting", "idle", "running", "down"]
     job: Optional[int] = None
     restarts: int = 0
 

@@ -71,6 +71,11 @@ def timed(latency: dict, kind: str, fn):
     return out
 
 
+def slowest(latency: dict) -> dict:
+    """The slowest request of each kind and where it stood in the sequence of its kind."""
+    return {k: {"index": v.index(max(v)), "ms": round(max(v) * 1e3, 2)} for k, v in latency.items() if v}
+
+
 def public_times(job: dict) -> dict[str, float]:
     r = job.get("result") or {}
     return {w["uuid"]: w["time_ms"] for w in r.get("workloads") or [] if w.get("time_ms")}
@@ -145,7 +150,7 @@ def main() -> None:
         report.update({
             "requests": {**{k: quantiles(v) for k, v in latency.items()},
                          "all": quantiles([x for v in latency.values() for x in v])},
-            "evaluations": len(jobs), "done": len(done),
+            "slowest": slowest(latency), "evaluations": len(jobs), "done": len(done),
             "verdicts": {v: sum(j["result"]["verdict"] == v for j in done) for v in
                          sorted({j["result"]["verdict"] for j in done})},
             "wall_s": round(t_last - t_first, 1), "evaluations_per_hour": round(len(done) / hours, 1),

@@ -79,13 +79,15 @@ def test_busy_answers_are_waited_out_and_a_client_error_is_one_line():
 
 
 def test_requests_in_flight_are_bounded():
-    inside, most, lock = [0], [0], threading.Lock()
+    inside, most, lock, two = [0], [0], threading.Lock(), threading.Event()
 
     def answer(request):
         with lock:
             inside[0] += 1
             most[0] = max(most[0], inside[0])
-        threading.Event().wait(0.05)
+            if inside[0] == 2:
+                two.set()
+        two.wait(30)  # every request stays in flight until two are: the bound is met, however slow the machine
         with lock:
             inside[0] -= 1
         return httpx.Response(200, json={"status": "ok"})

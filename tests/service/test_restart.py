@@ -28,7 +28,9 @@ def test_a_thousand_jobs_survive_a_kill_and_a_restart_and_finish_once(tmp_path):
                 r = c.post("/v1/evaluations/batch", json={"evaluations": [body()] * 250})
                 assert r.status_code == 202, r.text
                 ids += r.json()["ids"]
+            deadline = time.monotonic() + 300
             while httpx.get(f"{url}/health").json()["queue"].get("done", 0) < 50:
+                assert time.monotonic() < deadline, "the service finished nothing"
                 time.sleep(0.02)  # some done, most still queued, two running
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()

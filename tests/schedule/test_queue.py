@@ -2,10 +2,12 @@
 
 import time
 
+import pytest
+
+from solbench.schedule.devices import Slot
 from solbench.schedule.queue import JobQueue
 from solbench.store.db import Store
 from tests.schedule.helpers import evaluation, spec
-from solbench.schedule.devices import Slot
 
 SLOT = Slot("cpu:0", "cpu")
 
@@ -125,3 +127,14 @@ def test_tokens_of_one_priority_take_turns(tmp_path):
         time.sleep(0.002)  # each claim a later time than the one before
     assert order[0] == urgent[0]
     assert order[1:6] == [flood[0], few[0], flood[1], few[1], flood[2]] and order[6:] == flood[3:]
+
+
+def test_the_quota_is_counted_with_the_submission(tmp_path):
+    from solbench.schedule.queue import QuotaExceeded
+
+    q = JobQueue(tmp_path / "s.db")
+    q.submit([spec(), spec()], token="a", quota=3)
+    with pytest.raises(QuotaExceeded, match="quota of 3"):
+        q.submit([spec(), spec()], token="a", quota=3)
+    assert q.submit([spec()], token="a", quota=3) and q.submit([spec()] * 5, token="b", quota=5)
+    assert sum(q.counts().values()) == 8

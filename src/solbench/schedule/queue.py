@@ -55,6 +55,12 @@ _COLUMNS = ("id", "state", "priority", "token", "created", "started", "finished"
 CLAIM_WINDOW = 64
 
 
+class QuotaExceeded(Exception):
+    def __init__(self, quota: int, used: int):
+        self.quota, self.used = quota, used
+        super().__init__(f"quota of {quota} evaluations a day reached ({used} used)")
+
+
 class JobQueue:
     """The queue of one database; safe to share between threads (one connection, one lock)."""
 
@@ -87,9 +93,11 @@ class JobQueue:
 
     # ---- submitting ------------------------------------------------------------
     def submit(self, specs: list[JobSpec], priority: int = 0, token: str | None = None,
-               peaks: list[int] | None = None, batch: str | None = None, key: str | None = None) -> list[int]:
+               peaks: list[int] | None = None, batch: str | None = None, key: str | None = None,
+               quota: int = 0) -> list[int]:
         """Queue ``specs``; their ids. ``key``: the submission's idempotency key: a submission the same token
-        already made with it gets the ids it got then, and nothing is queued twice."""
+        already made with it gets the ids it got then, and nothing is queued twice. ``quota``: the token's jobs in
+        any 24 hours (0: no limit), counted in the same transaction (``QuotaExceeded``)."""
         now = time.time()
         with self._transaction() as c:
             if key is not None:
@@ -97,6 +105,11 @@ class JobQueue:
                                                  (token, key))]
                 if known:
                     return known
+            if quota:
+                used = c.execute("SELECT COUNT(*) FROM jobs WHERE token IS ? AND created >= ?",
+                                 (token, now - 86400)).fetchone()[0]
+                if used + len(specs) > quota:
+                    raise QuotaExceeded(quota, used)
             ids = [int(c.execute(
                 "INSERT INTO jobs (state, priority, token, created, spec, peak_bytes, batch, idem) "
                 "VALUES (?,?,?,?,?,?,?,?)",
@@ -221,9 +234,6 @@ class JobQueue:
                 return job
             with self.changed:
                 self.changed.wait(min(left, 0.5))  # another process's changes are seen by polling
-
-    def submitted_since(self, token: str | None, since: float) -> int:
-        return int(self._read("SELECT COUNT(*) FROM jobs WHERE token IS ? AND created >= ?", (token, since))[0][0])
 
     def counts(self) -> dict[str, int]:
         return dict(self._read("SELECT state, COUNT(*) FROM jobs GROUP BY state"))

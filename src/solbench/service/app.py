@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse
 
 from solbench.errors import UserError
 from solbench.schedule.jobs import ENDED, MAX_FILES_BYTES, Job, JobSpec
-from solbench.schedule.queue import JobQueue
+from solbench.schedule.queue import JobQueue, QuotaExceeded
 from solbench.service import views
 from solbench.service.metrics import Metrics
 from solbench.service.schemas import (BatchRequest, EvaluationRequest, Health, JobView, SlotView, Submitted,
@@ -105,10 +105,6 @@ class Service:
         known = self.queue.submitted(token.name, key) if key else []
         if known:  # a retry of a submission already queued: its jobs, whatever the quota says now
             return known
-        if token.quota:
-            used = self.queue.submitted_since(token.name, time.time() - 86400)
-            if used + len(reqs) > token.quota:
-                raise HTTPException(429, f"quota of {token.quota} evaluations a day reached ({used} used)")
         prepared = []
         for i, req in enumerate(reqs):
             try:
@@ -116,9 +112,11 @@ class Service:
             except UserError as exc:
                 where = f"evaluation {i}: " if len(reqs) > 1 else ""
                 raise HTTPException(_status(exc), where + str(exc)) from None
-        ids = self.queue.submit([p[0] for p in prepared], priority=token.priority, token=token.name,
-                                peaks=[p[1] for p in prepared], key=key)
-        return ids
+        try:  # the quota counted in the submission's own transaction: concurrent batches cannot pass it together
+            return self.queue.submit([p[0] for p in prepared], priority=token.priority, token=token.name,
+                                     peaks=[p[1] for p in prepared], key=key, quota=token.quota)
+        except QuotaExceeded as exc:
+            raise HTTPException(429, str(exc)) from None
 
     def owned(self, job_id: int, token: Token) -> Job:
         job = self.queue.get(job_id)

@@ -32,9 +32,9 @@ app = _Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enabl
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import version
+        from solbench import version
 
-        print(f"solbench {version('solbench')}")
+        print(f"solbench {version()}")
         raise typer.Exit()
 
 

@@ -54,6 +54,7 @@ def report(
 
 
 def gather(db: Path, runs: list[int], experiments: list[str], transfers: list[Path]) -> dict[str, Any]:
+    from solbench import version
     from solbench.store.db import Store
 
     store = Store(db)
@@ -65,20 +66,11 @@ def gather(db: Path, runs: list[int], experiments: list[str], transfers: list[Pa
     hardware = sorted({e["hardware"] for e in evaluations})
     runs_said = f", runs {', '.join(map(str, runs))}" if runs else ""
     return {"subtitle": f"{len(evaluations)} evaluations from {db.name}{runs_said}; made "
-                        f"{time.strftime('%Y-%m-%d %H:%M %Z')} by solbench {_version()}",
+                        f"{time.strftime('%Y-%m-%d %H:%M %Z')} by solbench {version()}",
             "evaluations": evaluations, "points": {h: p for h, p in points.items() if p},
             "ceilings": {h: _ceilings(h, store) for h in hardware},
             "agents": _agents(db, experiments), "transfer": [_read_json(p) for p in transfers],
             "across": _across(db)}
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("solbench")
-    except PackageNotFoundError:
-        return "?"
 
 
 def _latest(store, runs: list[int]) -> list[int]:

@@ -3,7 +3,6 @@ solution's samples, the agents' R@t ladder. Each returns a plotly Figure; ``html
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -85,7 +84,3 @@ def ladder(rows: list[dict[str, Any]], keys: list[str]) -> go.Figure:
     fig.update_layout(title="R@t: attempts that pass at least t times faster than the baseline", barmode="group",
                       yaxis=dict(title="share", range=[0, 1]), **_LAYOUT)
     return fig
-
-
-def finite(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None

@@ -1,9 +1,9 @@
 """The typed records of the scheduler: what a submitter asks for (``JobSpec``, ``JobOptions``) and a job's state
 in the queue (``Job``).
 
-A submitter chooses the problem, the solution and a few options; the trusted side chooses everything else: the
-seed, the held-out workloads' shapes, the device, the limits. ``JobOptions`` holds only what may be chosen, each
-bounded.
+A submitter chooses the problem, the solution and a few options (``SubmittedOptions``, each bounded); the trusted
+side chooses everything else: the seed, the held-out workloads' shapes, the device, the limits, the checks'
+strength (``JobOptions`` adds what only its own commands set).
 """
 
 from __future__ import annotations
@@ -19,18 +19,28 @@ MAX_FILES_BYTES = 1 << 20
 MAX_FILES = 64
 
 
-class JobOptions(BaseModel):
-    """What a submitter may choose of an evaluation."""
+class SubmittedOptions(BaseModel):
+    """What any submitter may choose (a service's too): never a check's strength."""
 
     model_config = ConfigDict(extra="forbid")
     check_only: bool = Field(False, description="correctness and integrity only: no timing, no baselines")
-    draws: int = Field(5, ge=1, le=20, description="correctness draws per workload")
     heldout: int = Field(0, ge=0, le=8, description="extra workloads drawn from the axis ranges with a secret seed; "
                                                     "their shapes are never shown")
     baselines: Optional[list[Literal["eager", "compile", "baseline_file"]]] = Field(
         None, description="baselines to measure (default: all the device has)")
-    workloads: Optional[list[str]] = Field(None, max_length=256, description="only these workload uuids")
+    workloads: Optional[list[str]] = Field(None, max_length=64, description="only these workload uuids")
     single_language: bool = Field(False, description="the solution's own language alone may do the work")
+
+    def job_options(self) -> "JobOptions":
+        """The job's options: these, each workload once, and the trusted side's defaults for the rest."""
+        wanted = list(dict.fromkeys(self.workloads)) if self.workloads else None
+        return JobOptions(**dict(self.model_dump(), workloads=wanted))
+
+
+class JobOptions(SubmittedOptions):
+    """A job's options: the submitter's, and those only the trusted side's own commands (``solbench run``) set."""
+
+    draws: int = Field(5, ge=1, le=20, description="correctness draws per workload")
     profile_dsl: Literal["one", "all", "off"] = Field("one", description="the GPU language proof's workloads")
     hold: bool = Field(True, description="GPU: time the device behind a spin kernel, not the host's launches")
     fresh_baselines: bool = Field(False, description="measure the baselines again instead of reading the cache")
@@ -49,10 +59,6 @@ class JobSpec(BaseModel):
     #: the trusted side's seed (a service derives one per token and seed group, so that attempts compared with
     #: each other meet the same held-out workloads); None: a fresh secret seed
     seed: Optional[int] = None
-
-    def carried_bytes(self) -> int:
-        files = dict(self.problem_files or {})
-        return sum(len(k) + len(v) for k, v in files.items())
 
 
 def spec_for(problem, solution, options: JobOptions, run_id: int | None = None, inline: bool = False) -> JobSpec:

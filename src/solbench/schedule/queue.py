@@ -78,7 +78,7 @@ class JobQueue:
         # reads on a connection of their own: a poll never waits behind a writer waiting for the database
         self._reader = sqlite3.connect(str(path), timeout=60, check_same_thread=False)
         self._read_lock = threading.Lock()
-        self.changed = threading.Condition()  # notified after every change (long polls wait on it)
+        self.changed = threading.Condition()  # notified after every change (idle slots and `wait` wait on it)
 
     def close(self) -> None:
         self.conn.close()

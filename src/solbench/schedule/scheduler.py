@@ -18,7 +18,7 @@ import os
 import threading
 import time
 import traceback
-from collections import Counter, deque
+from collections import Counter
 from typing import Callable
 
 from solbench.errors import UserError
@@ -28,8 +28,6 @@ from solbench.schedule.jobs import Job
 from solbench.schedule.outcome import Executor, Outcome
 from solbench.schedule.queue import JobQueue
 
-#: latencies kept for the metrics' percentiles
-WINDOW = 2048
 #: seconds a slot that could not start rests before it claims again (doubling up to REST_MAX_S)
 REST_S = 5.0
 REST_MAX_S = 300.0
@@ -61,7 +59,6 @@ class Scheduler:
         self.down: dict[str, float] = {}  # slot -> until when it rests (it could not start)
         self.starting: set[str] = set()  # slots whose process or actor is starting
         self.ended: Counter[str] = Counter()  # outcome kind -> jobs
-        self.latency: deque[tuple[float, float]] = deque(maxlen=WINDOW)  # (queued s, run s) per finished job
         self.started = time.time()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -191,8 +188,6 @@ class Scheduler:
         else:  # error, timeout
             self.queue.end(job, "failed", f"{out.kind}: {out.message}")
         self.ended[out.kind] += 1
-        now = time.time()
-        self.latency.append((max(0.0, (job.started or now) - job.created), now - (job.started or now)))
         if self.on_end is not None:
             self.on_end(slot, job, out)
 

@@ -27,8 +27,9 @@ from fastapi import Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from solbench import version
 from solbench.errors import UserError
-from solbench.schedule.jobs import ENDED, MAX_FILES_BYTES, Job, JobSpec
+from solbench.schedule.jobs import ENDED, Job, JobSpec
 from solbench.schedule.queue import JobQueue, QuotaExceeded
 from solbench.service import views
 from solbench.service.metrics import Metrics
@@ -138,9 +139,8 @@ class Service:
 @lru_cache(maxsize=512)
 def _peak_of(directory: str, device: str) -> int:
     from solbench.evaluate import admission
-    from solbench.problems.problem import load_problem
 
-    return admission.peak_bytes(load_problem(directory), device)
+    return admission.peak_bytes(views.load(directory), device)
 
 
 def _peak(problem, device: str) -> int:
@@ -167,7 +167,7 @@ def create_app(db: Path, scheduler=None, open_access: bool = False, device: str 
             scheduler.stop()
 
     app = FastAPI(title="solbench", description="Evaluations of GPU kernels against the hardware's speed of light, "
-                  "judged by a trusted evaluator.", version=views.version(), lifespan=lifespan)
+                  "judged by a trusted evaluator.", version=version(), lifespan=lifespan)
     app.state.service = svc
 
     @app.exception_handler(RequestValidationError)
@@ -249,5 +249,3 @@ def create_app(db: Path, scheduler=None, open_access: bool = False, device: str 
 
     return app
 
-
-__all__ = ["create_app", "MAX_FILES_BYTES"]

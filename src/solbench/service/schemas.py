@@ -11,29 +11,9 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from solbench.schedule.jobs import JobOptions, State
+from solbench.schedule.jobs import State, SubmittedOptions
 
 MAX_BATCH = 256
-
-
-class SubmittedOptions(BaseModel):
-    """What a service's submitter may choose: never a check's strength (draws, the language proof, the held
-    stream, cached baselines: the service's own)."""
-
-    model_config = ConfigDict(extra="forbid")
-    check_only: bool = Field(False, description="correctness and integrity only: no timing, no scores")
-    heldout: int = Field(0, ge=0, le=8, description="extra workloads drawn from the axis ranges with a secret seed; "
-                                                    "their shapes are never shown")
-    baselines: Optional[list[Literal["eager", "compile", "baseline_file"]]] = Field(
-        None, description="baselines to measure (default: all the device has)")
-    workloads: Optional[list[str]] = Field(None, max_length=64, description="only these workload uuids")
-    single_language: bool = Field(False, description="the solution's own language alone may do the work")
-
-    def job_options(self) -> JobOptions:
-        """The job's options: these, each workload once, and the service's own for the rest."""
-        wanted = list(dict.fromkeys(self.workloads)) if self.workloads else None
-        return JobOptions(check_only=self.check_only, heldout=self.heldout, baselines=self.baselines,
-                          workloads=wanted, single_language=self.single_language)
 
 
 class EvaluationRequest(BaseModel):
@@ -51,7 +31,7 @@ class EvaluationRequest(BaseModel):
     entry_point: Optional[str] = Field(None, max_length=256, description="file::function (default: the file that "
                                                                          "defines run, ::run)")
     destination_passing_style: bool = True
-    options: SubmittedOptions = Field(default_factory=lambda: SubmittedOptions())
+    options: SubmittedOptions = Field(default_factory=SubmittedOptions)
     seed_group: Optional[str] = Field(None, max_length=128, description="submissions of one token and group meet "
                                                                         "the same held-out workloads")
 

@@ -11,16 +11,6 @@ from solbench.schedule import slot
 from solbench.service.schemas import EvaluationRequest, HeldoutView, ResultView, WorkloadView
 
 
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("solbench")
-    except PackageNotFoundError:
-        return "0"
-
-
 @lru_cache(maxsize=1)
 def _bundled() -> dict[str, str]:
     """Bundled problems: name -> directory."""
@@ -38,7 +28,8 @@ def _bundled() -> dict[str, str]:
 
 
 @lru_cache(maxsize=512)
-def _load(directory: str):
+def load(directory: str):
+    """A problem by its directory, loaded once."""
     from solbench.problems.problem import load_problem
 
     return load_problem(directory)
@@ -48,7 +39,7 @@ def request_problem(req: EvaluationRequest):
     """The request's problem: uploaded files (written once by digest), or a bundled problem by name (a path of
     this host is never read)."""
     if req.problem_files is not None:
-        return _load(str(slot.materialize(req.problem_files)))
+        return load(str(slot.materialize(req.problem_files)))
     return bundled_problem(req.problem)
 
 
@@ -56,7 +47,7 @@ def bundled_problem(name: str):
     directory = _bundled().get(name)
     if directory is None:
         raise UserError(f"unknown problem {name!r}: GET /v1/problems lists them")
-    return _load(directory)
+    return load(directory)
 
 
 def request_solution(req: EvaluationRequest, problem, author: str):
@@ -124,7 +115,7 @@ def problem_list() -> list[dict]:
     for name, directory in sorted(_bundled().items()):
         if name != directory.rsplit("/", 1)[-1]:
             continue  # a definition name that differs from its folder's: listed once, by folder
-        p = _load(directory)
+        p = load(directory)
         out.append({"name": name, "family": p.family, "workloads": len(p.workloads),
                     "description": (p.definition.description or "")[:300]})
     return out

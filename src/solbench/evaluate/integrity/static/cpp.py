@@ -50,6 +50,7 @@ class CppText:
         self.offset = offset
         self.code, self.literals = strip_cpp(text)
         self.newlines = _newlines(self.code)
+        self.idents = frozenset(_CPP_IDENT.findall(self.code))  # the gate of the patterns and checks below
         self.findings: list[Finding] = []
 
     def add(self, rule_name: str, pos: int, msg: str) -> None:
@@ -72,8 +73,7 @@ def strip_cpp(text: str) -> tuple[str, list[tuple[int, str]]]:
 
 def scan_cpp(path: str, text: str, policy: Policy, offset: int = 0) -> list[Finding]:
     ctx = CppText(path, text, policy, offset)
-    code = ctx.code
-    idents = set(_CPP_IDENT.findall(code))
+    code, idents = ctx.code, ctx.idents
     for p in CPP_PATTERNS:
         if not (p.words & idents or any(w in code for w in p.subs)):
             continue
@@ -101,8 +101,9 @@ _ASM_LABEL = re.compile(r"(?:\)|\b(?!volatile\b|__volatile__\b|goto\b|return\b|e
                         r"(?:\s*(?:const|noexcept|throw\s*\(\s*\)))*\s*\b(?:__asm__|__asm|asm)\s*\(\s*\)")
 _PY_EVAL = re.compile(r"\b(?:py|pybind11)\s*::\s*(?:exec|eval|eval_file)\b")
 _OPENMP = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+omp\b|\bomp_[a-z_]+\s*\(|\bGOMP_\w+|\b__kmpc_\w+", re.MULTILINE)
-_POSIX_FILES = re.compile(r"(?<![\w.>:])(?:open|openat|open64|creat|opendir|fdopendir|scandir|mmap|mmap64|mprotect|"
-                          r"shm_open|memfd_create|ftruncate|readlink)\s*\(")
+_POSIX_CALLS = ("open", "openat", "open64", "creat", "opendir", "fdopendir", "scandir", "mmap", "mmap64", "mprotect",
+                "shm_open", "memfd_create", "ftruncate", "readlink")
+_POSIX_FILES = re.compile(r"(?<![\w.>:])(?:" + "|".join(_POSIX_CALLS) + r")\s*\(")
 
 
 @on_cpp("asm_label", when=lambda ctx: "asm" in ctx.code)
@@ -112,16 +113,23 @@ def asm_label(ctx: CppText) -> None:
         ctx.add("asm_label", m.start(), f"a declaration bound to the symbol {label[:60]!r} by an asm label")
 
 
+#: each route's regex runs only where the code holds one of its identifiers (or, for OpenMP, substrings): a
+#: necessary condition of a match, so the gate changes no finding and most kernels skip every regex
+_ROUTES = ((_PY_EVAL, frozenset({"py", "pybind11"}), (), "dynamic_code", "runs Python source from C++"),
+           (_OPENMP, frozenset(), ("omp", "GOMP_", "__kmpc_"), "threading", "OpenMP starts CPU threads"),
+           (_POSIX_FILES, frozenset(_POSIX_CALLS), (), "file_io",
+            "opens, maps or lists files through POSIX"))
+
+
 @on_cpp(("dynamic_code", "threading", "file_io"))
 def native_routes(ctx: CppText) -> None:
     """Python run from C++ (``py::exec``), OpenMP's threads, POSIX files and mappings: the static scan's first
     look; the built library's imports decide (``native.symbols``)."""
-    for rx, name, what in ((_PY_EVAL, "dynamic_code", "runs Python source from C++"),
-                           (_OPENMP, "threading", "OpenMP starts CPU threads"),
-                           (_POSIX_FILES, "file_io", "opens, maps or lists files through POSIX")):
+    for rx, words, subs, name, what in _ROUTES:
+        if not (words & ctx.idents or any(w in ctx.code for w in subs)):
+            continue
         for m in rx.finditer(ctx.code):
             ctx.add(name, m.start(), f"{what}: {m.group(0).strip()[:60]}")
-
 
 
 @on_cpp("token_paste", when=lambda ctx: "##" in ctx.code)

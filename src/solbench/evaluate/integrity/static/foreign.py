@@ -34,17 +34,20 @@ ALSO_ALLOWED: dict[str, frozenset[str]] = {
 }
 _CPP_LANGS = frozenset({"cuda_cpp", "cuda", "cutlass", "cublas", "cudnn"})
 
-#: C++: headers and calls of vendor libraries, by the language they would make the solution
-_CPP_USES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("cublas", re.compile(r"#\s*include\s*[<\"](?:cublas|cublasLt)\w*\.h|\bcublas(?:Lt)?[A-Z]\w*\s*\(")),
-    ("cudnn", re.compile(r"#\s*include\s*[<\"]cudnn\w*\.h|\bcudnn[A-Z]\w*\s*\(")),
-    ("cutlass", re.compile(r"#\s*include\s*[<\"](?:cutlass|cute)/")),
-    ("", re.compile(r"#\s*include\s*[<\"](?:cufft|cusparse|cusolver|curand|nccl|cub/device|thrust)\w*")),
+#: C++: headers and calls of vendor libraries, by the language they would make the solution; each regex runs only
+#: where the text holds one of its gate's substrings (or, for PyTorch, identifiers): a match needs one of them
+_CPP_USES: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    ("cublas", ("cublas",), re.compile(r"#\s*include\s*[<\"](?:cublas|cublasLt)\w*\.h|\bcublas(?:Lt)?[A-Z]\w*\s*\(")),
+    ("cudnn", ("cudnn",), re.compile(r"#\s*include\s*[<\"]cudnn\w*\.h|\bcudnn[A-Z]\w*\s*\(")),
+    ("cutlass", ("cutlass/", "cute/"), re.compile(r"#\s*include\s*[<\"](?:cutlass|cute)/")),
+    ("", ("cufft", "cusparse", "cusolver", "curand", "nccl", "cub/device", "thrust"),
+     re.compile(r"#\s*include\s*[<\"](?:cufft|cusparse|cusolver|curand|nccl|cub/device|thrust)\w*")),
     # PyTorch's compute from C++: the operators whose work a kernel of the solution's should have done
-    ("pytorch", re.compile(r"\b(?:at|torch)::(?:native::)?(?:matmul|mm|bmm|addmm|baddbmm|linear|einsum|conv\w*|"
-                           r"_scaled_mm|softmax|log_softmax|layer_norm|rms_norm|group_norm|batch_norm|"
-                           r"scaled_dot_product_attention|_flash_attention\w*|sum|mean|cumsum|topk|sort|"
-                           r"embedding|gelu|silu|exp|tanh)\s*\(|\.\s*(?:matmul|mm|bmm|softmax|log_softmax|topk)\s*\(")),
+    ("pytorch", ("at", "torch", "matmul", "mm", "bmm", "softmax", "log_softmax", "topk"),
+     re.compile(r"\b(?:at|torch)::(?:native::)?(?:matmul|mm|bmm|addmm|baddbmm|linear|einsum|conv\w*|"
+                r"_scaled_mm|softmax|log_softmax|layer_norm|rms_norm|group_norm|batch_norm|"
+                r"scaled_dot_product_attention|_flash_attention\w*|sum|mean|cumsum|topk|sort|"
+                r"embedding|gelu|silu|exp|tanh)\s*\(|\.\s*(?:matmul|mm|bmm|softmax|log_softmax|topk)\s*\(")),
 )
 
 
@@ -77,11 +80,19 @@ def foreign_cpp(ctx) -> None:
     """A C++ solution including or calling a vendor library, or PyTorch's compute, that its language is not."""
     own = _family(ctx.policy.language or "cuda_cpp")
     # the includes are read in the text (string blanking would hide a quoted header's name)
-    with_includes = _includes_kept(ctx)
-    for library, rx in _CPP_USES:
+    with_includes = None
+    for library, gate, rx in _CPP_USES:
         if library == own:
             continue
-        m = rx.search(ctx.code if library == "pytorch" else with_includes)
+        if library == "pytorch":
+            if not ctx.idents.intersection(gate):
+                continue
+            m = rx.search(ctx.code)
+        else:
+            if not any(g in ctx.text for g in gate):
+                continue
+            with_includes = with_includes or _includes_kept(ctx)
+            m = rx.search(with_includes)
         if m:
             kind = {"pytorch": "PyTorch's compute", "": "a CUDA library"}.get(library, f"{library}")
             ctx.add(_rule(ctx.policy.single_language), m.start(),

@@ -54,7 +54,19 @@ def serve(
     out.print(f"solbench serve: {len(ex.slots)} slot(s) ({', '.join(s.name for s in ex.slots)}), {db}"
               + (f"; {len(back)} job(s) left running by a previous service put back" if back else ""))
     app = create_app(db, sched, open_access=open_access, device=ex.slots[0].device)
+    quiet_collector()
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def quiet_collector() -> None:
+    """Keep the start-up's objects out of every later garbage collection. With torch and the service imported a
+    process tracks about 225,000 objects, and a full collection of them held every request for about 0.1 s (one in
+    each load test on the CPU machine: docs/PERFORMANCE.md); frozen after one last collection, what a collection
+    scans is what the requests made since."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
 
 
 def _loopback(host: str) -> bool:

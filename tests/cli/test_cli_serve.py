@@ -114,3 +114,18 @@ def test_serve_answers_on_loopback_and_ends_on_sigterm(tmp_path):
         os.killpg(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     assert "solbench serve: 1 slot(s) (cpu:0)" in out and "Traceback" not in err
+
+
+def test_the_services_start_up_objects_are_left_out_of_later_collections():
+    """A full collection scans what the requests made, not the 200,000 objects of torch and the service (their
+    collection held a request for 0.1 s)."""
+    import subprocess
+    import sys
+
+    code = ("import gc, torch, solbench.service.app\nfrom solbench.cli_serve import quiet_collector\n"
+            "before = len(gc.get_objects())\nquiet_collector()\n"
+            "print(before, gc.get_freeze_count(), len(gc.get_objects()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         stdin=subprocess.DEVNULL, check=True).stdout.split()
+    before, frozen, scanned = map(int, out)
+    assert before > 100_000 and frozen >= before * 0.9 and scanned < 1_000

@@ -5,7 +5,8 @@ Selection by suite, problem, family and language; ``--baselines`` picks which ba
 evaluations run side by side (``--jobs``): timed ones never share a device, but checks and builds can (a CUDA
 C++ example's first build is most of its check), as many at once as their estimated device memory allows
 (``evaluate.admission``). Timed evaluations run one after another while the native builds of later ones run on
-the cores the evaluation leaves (``--build-jobs``, ``evaluate.native.pool``).
+the cores the evaluation leaves (``--build-jobs``, ``evaluate.native.pool``); the run's torch.compile baselines
+are compiled on those cores too, side by side, before its first evaluation (``evaluate.compile_ahead``).
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ def run(
                                     "no baselines"),
     jobs: int = typer.Option(1, min=1, help="evaluations side by side at most (with --check-only only; fewer "
                              "while their estimated device memory would not fit)"),
-    build_jobs: Optional[int] = typer.Option(None, min=0, help="native builds ahead of their evaluations, on the "
-                                             "cores the evaluation leaves (default: one per such core; none on a "
-                                             "host of fewer than 8 cores, where builds asked for share the "
-                                             "evaluation's cores)"),
+    build_jobs: Optional[int] = typer.Option(None, min=0, help="native builds and torch.compile baselines ahead of "
+                                             "their evaluations, on the cores the evaluation leaves (default: one "
+                                             "per such core; 0: none; none on a host of fewer than 8 cores, where "
+                                             "builds asked for share the evaluation's cores and no compile runs "
+                                             "ahead)"),
     device: str = typer.Option("auto", help="auto, cpu or cuda"),
     executor: str = typer.Option("auto", help="auto: this process on one device, a slot per GPU where the host "
                                  "has several; local: a slot process per device of this host; ray: Ray actors "
@@ -164,6 +166,7 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
              progress, task) -> list:
     """The evaluations one after another, the native builds of later ones running meanwhile on the cores the
     evaluation leaves (``evaluate.native.pool``); a second bar counts the builds."""
+    from solbench.cli_schedule import compile_first
     from solbench.evaluate.native import pool as build_pool
     from solbench.evaluate.runner import EvalOptions, evaluate
     from solbench.problems.solution import load_solution
@@ -171,12 +174,12 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
     jobs = [(prob, load_solution(path, prob.definition)) for prob, path in selected]
     before = build_pool.available_cores()
     mine, theirs = build_pool.split_cores(before)
-    workers = len(theirs) if build_jobs is None else build_jobs
-    builds = build_pool.solution_builds(jobs, dev, store) if workers else [None] * len(jobs)
-    workers = min(workers, sum(b is not None for b in builds))
+    spare = len(theirs) if build_jobs is None else build_jobs
+    builds = build_pool.solution_builds(jobs, dev, store) if spare else [None] * len(jobs)
+    workers = min(spare, sum(b is not None for b in builds))
     evaluations = []
     try:
-        if workers and theirs:
+        if spare and theirs:
             build_pool.pin_evaluation(mine)
         with build_pool.BuildPool(builds, workers, theirs) as pool:
             built = progress.add_task("native builds", total=sum(f is not None for f in pool.futures)) \
@@ -184,6 +187,7 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
             for f in pool.futures if workers else []:
                 if f is not None:
                     f.add_done_callback(lambda _: progress.advance(built))
+            compile_first([p for p, _ in jobs], options, store, spare if theirs else 0, theirs, progress)
             for i, (prob, sol) in enumerate(jobs):
                 progress.update(task, description=f"{prob.name} / {sol.name}")
                 pool.ready(i)

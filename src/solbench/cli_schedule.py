@@ -68,7 +68,7 @@ def scheduled(selected: list[tuple], options: dict[str, Any], store, run_id: int
                                                      description=f"{slot.name}: idle"))
     ahead = build_jobs if mode == "local" else 0  # a Ray node builds in its own cache
     try:
-        with _builds_ahead(jobs, options["device"], store, ahead, len(executor.slots)):
+        with _builds_ahead(jobs, options, store, ahead, len(executor.slots), progress):
             try:
                 sched.start()
             except Busy as busy:  # a `solbench serve` schedules this database: it runs them
@@ -87,19 +87,37 @@ def scheduled(selected: list[tuple], options: dict[str, Any], store, run_id: int
 
 
 @contextlib.contextmanager
-def _builds_ahead(jobs: list[tuple], device: str, store, build_jobs: int | None, slots: int) -> Iterator[None]:
+def _builds_ahead(jobs: list[tuple], options: dict, store, build_jobs: int | None, slots: int,
+                  progress) -> Iterator[None]:
     """The native builds of the jobs on the cores the slots leave them (two per slot, at least four are the
-    slots'; ``evaluate.native.pool``); the slots' processes, started in the block, keep to the others."""
+    slots'; ``evaluate.native.pool``), and before the block the run's torch.compile baselines compiled there
+    (``compile_first``); the slots' processes, started in the block, keep to the others."""
     from solbench.evaluate.native import pool as build_pool
 
     before = build_pool.available_cores()
     mine, theirs = build_pool.split_cores(before, keep=max(build_pool.EVALUATION_CORES, 2 * slots))
     workers = len(theirs) if build_jobs is None else build_jobs
-    builds = build_pool.solution_builds(jobs, device, store) if workers and theirs else []
+    builds = build_pool.solution_builds(jobs, options["device"], store) if workers and theirs else []
     try:
-        if builds:
+        if workers and theirs:
             build_pool.pin_evaluation(mine)
         with build_pool.BuildPool(builds, min(workers, sum(b is not None for b in builds)), theirs):
+            compile_first([p for p, _ in jobs], options, store, workers if theirs else 0, theirs, progress)
             yield
     finally:
         build_pool.pin_evaluation(before)
+
+
+def compile_first(problems: list, options: dict, store, workers: int, cores: set[int], progress) -> None:
+    """The run's torch.compile baselines compiled before its first evaluation, ``workers`` at once on ``cores``
+    (``evaluate.compile_ahead``: the caches they fill make the run's own compiles hits); nothing without spare
+    cores or where the run compiles nothing new."""
+    from solbench.evaluate import compile_ahead
+    from solbench.evaluate.runner import EvalOptions
+
+    opts = EvalOptions(**options)
+    aheads = compile_ahead.plan(problems, opts, store) if workers and cores else []
+    if not aheads:
+        return
+    task = progress.add_task("torch.compile baselines ahead", total=len(aheads))
+    compile_ahead.compile_ahead(aheads, opts, workers, cores, done=lambda *_: progress.advance(task))

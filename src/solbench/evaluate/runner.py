@@ -121,8 +121,10 @@ def _carry_cache(src: Path, dst: Path, below: Path | None = None) -> None:
         pass
 
 
-def _job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int, str]], opts: EvalOptions,
-         seed: int) -> dict[str, Any]:
+def worker_job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int, str]], opts: EvalOptions,
+               seed: int) -> dict[str, Any]:
+    """The trusted worker's job: ``subjects`` (a solution, or baselines) judged on ``pairs`` (subject, workload)
+    under ``opts``, drawing from ``seed``."""
     llc = int(opts.hardware.llc_bytes.value) if opts.hardware is not None else 64 << 20
     return {
         "problem_dir": str(problem.directory),
@@ -146,7 +148,8 @@ def _job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int
     }
 
 
-def _select_workloads(problem: Problem, opts: EvalOptions) -> list[str]:
+def select_workloads(problem: Problem, opts: EvalOptions) -> list[str]:
+    """The workloads an evaluation under ``opts`` runs: those it names, or every workload for its device."""
     if opts.workloads:
         for uuid in opts.workloads:
             problem.workload(uuid)  # raises a UserError for an unknown uuid
@@ -176,7 +179,7 @@ def _baselines(problem: Problem, uuids: list[str], opts: EvalOptions, seed: int,
 
     def run(subjects, pairs):  # a trusted baseline is checked on one draw (the reference, compiled or not, or the
         # problem's own baseline.py): its timing is what it is measured for
-        job = _job(problem, subjects, pairs, dataclasses.replace(opts, draws=BASELINE_DRAWS), seed)
+        job = worker_job(problem, subjects, pairs, dataclasses.replace(opts, draws=BASELINE_DRAWS), seed)
         return keeper.run_worker(job, opts.startup_timeout_s, opts.workload_timeout_s, workdir)
 
     return measure_baselines(problem, uuids, kinds, opts.device, opts.timing.hold, env, run, store,
@@ -218,7 +221,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
     seed = opts.seed if opts.seed is not None else secrets.randbits(63)
     if opts.heldout:
         problem, opts = _with_heldout(problem, opts, seed)
-    uuids = _select_workloads(problem, opts)
+    uuids = select_workloads(problem, opts)
     ph = Phases()
     with ph("static_scan"):
         findings = (static_findings(problem, solution, language.name, single_language(problem, opts))
@@ -247,7 +250,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
             opts.progress(f"{problem.name}: {solution.name} on {len(uuids)} workload(s)")
         refused, unavailable = _refused(problem, uuids, opts.device, language, build)
         runnable = [u for u in uuids if u not in refused]
-        cand_job = _job(problem, [_subject(solution, language, staged)], [(0, u) for u in runnable], opts, seed)
+        cand_job = worker_job(problem, [_subject(solution, language, staged)], [(0, u) for u in runnable], opts, seed)
         cand_job["workdir"] = str(workdir)
         cand_job["sandbox"] = _sandbox(opts, store, private, build)
         # the SOL analysis (fake tensors, CPU only) runs in this process while the candidate's worker runs
@@ -327,7 +330,7 @@ def _with_heldout(problem: Problem, opts: EvalOptions, seed: int) -> tuple[Probl
     from solbench.analysis.heldout import draw_heldout
 
     extra = draw_heldout(problem, opts.heldout, seed ^ 0x5EED, opts.device)
-    public = _select_workloads(problem, opts)
+    public = select_workloads(problem, opts)
     problem = dataclasses.replace(problem, workloads=list(problem.workloads) + extra)
     return problem, dataclasses.replace(opts, workloads=public + [w.uuid for w in extra])
 

@@ -244,6 +244,13 @@ class Store:
             " AND software=? AND kind=?", (problem_digest, workload, device_name, software, kind)).fetchone()
         return None if row is None else {"verdict": row[0], "time_ms": row[1], "message": row[2]}
 
+    def baseline_measured(self, problem_digest: str, workload: str, kind: str, harness: str) -> bool:
+        """Whether a baseline of ``kind`` is stored for the workload, measured by the harness of digest ``harness``
+        on any device and software (``compile_ahead``: whether the run will compile it)."""
+        return self.conn.execute(
+            "SELECT 1 FROM baselines WHERE problem_digest=? AND workload=? AND kind=? AND instr(software, ?) > 0"
+            " LIMIT 1", (problem_digest, workload, kind, f"harness={harness}")).fetchone() is not None
+
     def put_baseline(self, problem_digest: str, workload: str, device_name: str, software: str, kind: str,
                      verdict: str, time_ms: float | None, samples: list[float], message: str | None = None) -> None:
         self.conn.execute(

@@ -13,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,7 +107,7 @@ JUDGE_PREFIX = "solbench-judge-"
 class Judge:
     """The persistent trusted worker of one device."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, env: dict[str, str] | None = None):
         self.device = device
         tempdirs.sweep(JUDGE_PREFIX)  # the directories of workers whose runner was killed
         self._owner = tempdirs.private_dir(JUDGE_PREFIX)
@@ -118,7 +119,8 @@ class Judge:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(cmd_r, res_w),
-                cwd=str(self.dir), env=child_env(_worker_env(device), bytecode=True), start_new_session=True,
+                cwd=str(self.dir), env=child_env({**_worker_env(device), **(env or {})}, bytecode=True),
+                start_new_session=True,
                 preexec_fn=die_with_parent)  # killed when the runner ends
         os.close(cmd_r)
         os.close(res_w)
@@ -150,20 +152,30 @@ class Judge:
         self._owner.close()
 
 
+#: the persistent workers by key: a device's own (its name), or another of the same device beside it (a key of
+#: the caller's, ``run_worker``'s ``key``: the compiles ahead of a run, ``compile_ahead``)
 _JUDGES: dict[str, Judge] = {}
+_JUDGES_LOCK = threading.Lock()
 
 
-def judge_for(device: str) -> Judge:
-    judge = _JUDGES.get(device)
-    if judge is None or not judge.alive():
-        if judge is not None:
-            judge.stop()
-        judge = _JUDGES[device] = Judge(device)
+def judge_for(device: str, key: str | None = None, env: dict[str, str] | None = None) -> Judge:
+    key = key or device
+    with _JUDGES_LOCK:
+        judge = _JUDGES.get(key)
+        if judge is not None and judge.alive():
+            return judge
+        _JUDGES.pop(key, None)
+    if judge is not None:
+        judge.stop()
+    judge = Judge(device, env)
+    with _JUDGES_LOCK:
+        _JUDGES[key] = judge
     return judge
 
 
-def retire_judge(device: str) -> None:
-    judge = _JUDGES.pop(device, None)
+def retire_judge(key: str) -> None:
+    with _JUDGES_LOCK:
+        judge = _JUDGES.pop(key, None)
     if judge is not None:
         judge.stop()
 
@@ -192,12 +204,14 @@ def end_with_signals() -> None:
 
 
 def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s: float | None,
-               workdir: Path) -> WorkerOutcome:
-    """Run ``job`` on the device's trusted worker until every (subject, workload) pair has a result.
+               workdir: Path, key: str | None = None, env: dict[str, str] | None = None) -> WorkerOutcome:
+    """Run ``job`` on the device's trusted worker until every (subject, workload) pair has a result. ``key``: a
+    worker of the caller's beside the device's own (started with ``env`` added to its environment).
 
     A worker that crashes, loses its CUDA context or exceeds a time limit is killed with its whole session; the
     pair in progress gets the verdict and a fresh worker takes the rest.
     """
+    key = key or job["device"]
     outcome = WorkerOutcome()
     pending: list[tuple[int, str]] = [tuple(p) for p in job["pairs"]]
     attempts = 0
@@ -213,12 +227,12 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
         job_path = workdir / f"job-{attempts}.json"
         job_path.write_text(json.dumps(dict(job, pairs=pending)))
         spawned = time.perf_counter()
-        judge = judge_for(job["device"])
+        judge = judge_for(job["device"], key, env)
         try:
             offset = judge.submit(job_path)
         except OSError:  # it died after the health check: once more, with a fresh one
-            retire_judge(job["device"])
-            judge = judge_for(job["device"])
+            retire_judge(key)
+            judge = judge_for(job["device"], key, env)
             offset = judge.submit(job_path)
         deadline = time.monotonic() + startup_timeout_s * (2 if untrusted else 1) + (0 if judge.jobs > 1 else 60)
         ended, deadline = _collect(judge, outcome, pending, deadline, per_workload, spawned)
@@ -226,7 +240,7 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
         outcome.log += log_tail
         killed = ended == "crash" and _exit_status(judge) == -signal.SIGKILL  # none sent here: the OOM killer
         if ended != "done":
-            retire_judge(job["device"])  # a fresh trusted worker (and CUDA context) for whatever follows
+            retire_judge(key)  # a fresh trusted worker (and CUDA context) for whatever follows
         if ended in ("done", "lost") or not pending:
             continue
         key = pending.pop(0)

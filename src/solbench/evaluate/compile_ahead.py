@@ -1,0 +1,122 @@
+"""The torch.compile baselines compiled ahead of a run, side by side on the host's spare cores.
+
+A run's first evaluation of each problem measures its baselines, and the reference under ``torch.compile``
+(``dynamic=False``: one compile per workload) is compiled there, one workload after another, in the device's
+trusted worker: on a fresh H200 the starter suite's compiles took minutes of the main job while the host's
+cores sat idle. Before the run's evaluations start, ``compile_ahead`` runs the same baselines as check-only jobs
+(one draw, nothing timed) in trusted workers of their own, several at once, each confined to the cores the
+evaluation leaves. Their compiles fill Inductor's and Triton's caches on disk, which the run's own trusted
+worker then reads: the same code in the same kind of process compiles the same graph for the same shapes, so
+its compile is a cache hit (Inductor's key ignores how many compile threads a process has: the workers ahead
+compile with one each, so that they do not start a pool of compilers apiece).
+
+This is a barrier, not an overlap: the workers ahead use the device (a compiled graph runs once, and Triton
+tunes its kernels' launch configurations on it), and timing is exclusive on its GPU, so they run before the
+first evaluation, each holding the device's lease shared (``lease``): never beside another process's timing.
+Nothing they produce is believed: the run's baselines are measured as always, and a compile ahead that failed
+(out of memory beside the others, a reference that does not compile) only leaves the run's compile to be done
+where it always was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from solbench import tempdirs
+from solbench.evaluate import lease
+from solbench.evaluate.baselines import default_baselines, harness_digest
+from solbench.evaluate.runner import EVAL_PREFIX, EvalOptions, select_workloads, worker_job
+from solbench.evaluate.trusted import keeper
+from solbench.problems.problem import Problem
+
+#: the workers ahead compile with one thread each (Inductor's own pool would start a compiler per core apiece)
+AHEAD_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+KEY = "#compile-ahead-"  # the workers' keys: the device's name and this, with the thread's number
+
+
+@dataclass
+class Ahead:
+    """One problem's workloads whose compile baseline the run will measure."""
+
+    problem: Problem
+    uuids: list[str]
+
+
+def plan(problems: list[Problem], opts: EvalOptions, store=None) -> list[Ahead]:
+    """The run's problems (each once) whose compile baselines it will measure: the baselines asked for include
+    the compile one, and ``store`` holds none measured by this harness for the workload (``opts`` unchanged:
+    the options of the run's evaluations)."""
+    out, seen = [], set()
+    for problem in problems:
+        if problem.name in seen:
+            continue
+        seen.add(problem.name)
+        kinds = opts.baselines if opts.baselines is not None else default_baselines(problem, opts.device)
+        if "compile" not in kinds:
+            continue
+        uuids = select_workloads(problem, opts)
+        if store is not None and opts.use_baseline_cache:
+            digest = problem.digest()
+            uuids = [u for u in uuids if not store.baseline_measured(digest, u, "compile", harness_digest())]
+        if uuids:
+            out.append(Ahead(problem, uuids))
+    return out
+
+
+def compile_one(ahead: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
+    """``ahead``'s compile baselines, checked on one draw and not timed, on the trusted worker ``key``: uuid ->
+    verdict (what the run's own compile will then find in the caches)."""
+    checked = dataclasses.replace(opts, draws=1, time_candidate=False, progress=None, workloads=ahead.uuids)
+    job = worker_job(ahead.problem, [{"kind": "compile"}], [(0, u) for u in ahead.uuids], checked,
+                     secrets.randbits(63))
+    owner = tempdirs.private_dir(EVAL_PREFIX)
+    try:
+        with lease.hold(opts.device, exclusive=False):
+            outcome = keeper.run_worker(job, opts.startup_timeout_s, opts.workload_timeout_s, owner.path, key=key,
+                                        env=AHEAD_ENV)
+    finally:
+        owner.close()
+    return {uuid: report.verdict for (_, uuid), report in outcome.results.items()}
+
+
+def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: set[int] | None = None,
+                  done: Callable[[Ahead, dict[str, str] | None], Any] | None = None,
+                  one: Callable[[Ahead, EvalOptions, str], dict[str, str]] = compile_one) -> dict[str, dict]:
+    """Every one of ``aheads`` on ``workers`` threads confined to ``cores``, each thread with a trusted worker of
+    its own (kept from one problem to the next, retired at the end); returns when all have ended: problem ->
+    uuid -> verdict (an empty dict where the compile ahead failed). ``done(ahead, verdicts)`` after each."""
+    if not aheads or workers < 1:
+        return {}
+    keys: set[str] = set()
+    lock = threading.Lock()
+
+    def confine() -> None:
+        if cores:
+            os.sched_setaffinity(0, cores)
+
+    def run(ahead: Ahead) -> dict[str, str]:
+        key = opts.device + KEY + threading.current_thread().name.rsplit("_", 1)[-1]
+        with lock:
+            keys.add(key)
+        try:
+            verdicts = one(ahead, opts, key)
+        except Exception:  # noqa: BLE001 - the run's own compile is then done where it always was
+            verdicts = {}
+        if done is not None:
+            done(ahead, verdicts)
+        return verdicts
+
+    try:
+        with ThreadPoolExecutor(max_workers=min(workers, len(aheads)), thread_name_prefix="solbench-compile",
+                                initializer=confine) as pool:
+            results = list(pool.map(run, aheads))
+    finally:
+        for key in keys:
+            keeper.retire_judge(key)
+    return {a.problem.name: r for a, r in zip(aheads, results)}

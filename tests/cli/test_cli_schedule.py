@@ -1,0 +1,45 @@
+"""``run``'s work ahead of its evaluations (cli_schedule.py): the torch.compile baselines compiled first, with the
+run's own options, on the spare cores, a progress bar counting them; nothing where there are no spare cores."""
+
+from __future__ import annotations
+
+from solbench.cli_schedule import compile_first
+from solbench.evaluate import compile_ahead
+from solbench.problems.problem import load_problem
+from tests.paths import AXPY
+
+
+class Progress:
+    def __init__(self):
+        self.tasks, self.advanced = {}, 0
+
+    def add_task(self, name, total=None):
+        self.tasks[name] = total
+        return name
+
+    def advance(self, task, n=1):
+        self.advanced += n
+
+
+def test_the_runs_compile_baselines_are_compiled_first_on_the_spare_cores(monkeypatch):
+    calls = []
+
+    def fake(aheads, opts, workers, cores=None, done=None, one=None):
+        calls.append(([(a.problem.name, a.uuids) for a in aheads], opts.device, opts.baselines, workers, cores))
+        for a in aheads:
+            done(a, {})
+        return {}
+
+    monkeypatch.setattr(compile_ahead, "compile_ahead", fake)
+    axpy = load_problem(AXPY)
+    uuids = [w.uuid for w in axpy.workloads_for("cpu")]
+    progress = Progress()
+    options = dict(device="cpu", baselines=("eager", "compile"), use_baseline_cache=True)
+    compile_first([axpy, axpy], options, None, 3, {5, 6, 7}, progress)
+    assert calls == [([(axpy.name, uuids)], "cpu", ("eager", "compile"), 3, {5, 6, 7})]
+    assert progress.tasks == {"torch.compile baselines ahead": 1} and progress.advanced == 1
+
+    calls.clear()
+    compile_first([axpy], options, None, 0, set(), Progress())  # no spare cores: each evaluation compiles its own
+    compile_first([axpy], dict(options, baselines=("eager",)), None, 3, {5}, Progress())  # nothing to compile
+    assert calls == []

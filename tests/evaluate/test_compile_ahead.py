@@ -1,0 +1,112 @@
+"""The torch.compile baselines compiled ahead of a run (evaluate/compile_ahead.py): which problems it compiles,
+the pool with a fake compile (all at once up to its workers, each thread on the spare cores with a worker of its
+own, a failure left to the run), and on the CPU for real: the run's own compile of the baseline then writes
+nothing new to Inductor's cache (a hit). Waits are on events with a generous bound, never on the machine's speed."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from solbench.evaluate import compile_ahead
+from solbench.evaluate.baselines import harness_digest
+from solbench.evaluate.compile_ahead import Ahead, compile_one, plan
+from solbench.evaluate.runner import EvalOptions, evaluate
+from solbench.evaluate.trusted import keeper
+from solbench.problems.problem import load_problem
+from solbench.problems.solution import load_solution
+from solbench.store.db import Store
+from tests.paths import AXPY
+
+WAIT_S = 60.0
+
+
+def _axpy():
+    return load_problem(AXPY)
+
+
+def test_the_plan_names_each_problem_once_and_only_compile_baselines_the_store_lacks(tmp_path):
+    axpy = _axpy()
+    on_gpu = EvalOptions(device="cuda")
+    assert [(a.problem.name, a.uuids) for a in plan([axpy, axpy], on_gpu)] == [
+        (axpy.name, [w.uuid for w in axpy.workloads_for("cuda")])]
+    assert plan([axpy], EvalOptions(device="cpu")) == []  # the CPU's default baselines compile nothing
+    assert plan([axpy], EvalOptions(device="cuda", baselines=("eager",))) == []
+    assert [a.uuids for a in plan([axpy], EvalOptions(device="cpu", baselines=("compile",)))] == [
+        [w.uuid for w in axpy.workloads_for("cpu")]]
+
+    store = Store(tmp_path / "r.db")
+    first, second = [w.uuid for w in axpy.workloads_for("cpu")]
+    compiled = EvalOptions(device="cpu", baselines=("eager", "compile"))
+    store.put_baseline(axpy.digest(), first, "cpu", f"torch=x;harness={harness_digest()};hold", "compile",
+                       "passed", 0.01, [0.01])
+    store.put_baseline(axpy.digest(), second, "cpu", "torch=x;harness=stale", "compile", "passed", 0.01, [0.01])
+    store.put_baseline(axpy.digest(), second, "cpu", f"torch=x;harness={harness_digest()}", "eager", "passed", 0.01,
+                       [0.01])
+    # measured by this harness: not compiled again; a stale harness's, or another kind's, are
+    assert [a.uuids for a in plan([axpy], compiled, store)] == [[second]]
+    fresh = EvalOptions(device="cpu", baselines=("compile",), use_baseline_cache=False)
+    assert [a.uuids for a in plan([axpy], fresh, store)] == [[first, second]]
+
+
+def test_the_pool_compiles_side_by_side_on_the_spare_cores_each_thread_with_its_own_worker(monkeypatch):
+    retired: list[str] = []
+    monkeypatch.setattr(keeper, "retire_judge", retired.append)
+    both_running = threading.Barrier(2, timeout=WAIT_S)  # passes only while two compiles run at once
+    seen: list[tuple[str, str, set[int]]] = []
+    lock = threading.Lock()
+    cores = {min(os.sched_getaffinity(0))}
+
+    def fake(ahead: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
+        name = ahead.problem.name
+        if name in ("p0", "p1"):
+            both_running.wait()
+        if name == "p3":
+            raise RuntimeError("out of memory beside the others")
+        with lock:
+            seen.append((name, key, set(os.sched_getaffinity(0))))
+        return {u: "passed" for u in ahead.uuids}
+
+    aheads = [Ahead(SimpleNamespace(name=f"p{i}"), [f"w{i}"]) for i in range(4)]
+    done = []
+    result = compile_ahead.compile_ahead(aheads, EvalOptions(device="cuda"), 2, cores,
+                                         done=lambda a, v: done.append(a.problem.name), one=fake)
+    assert result == {"p0": {"w0": "passed"}, "p1": {"w1": "passed"}, "p2": {"w2": "passed"}, "p3": {}}
+    assert sorted(done) == ["p0", "p1", "p2", "p3"]
+    keys = {k for _, k, _ in seen}
+    assert len(keys) == 2 and all(k.startswith("cuda" + compile_ahead.KEY) for k in keys)
+    assert all(c == cores for _, _, c in seen)
+    assert set(retired) == keys  # every worker ahead retired at the end
+    assert compile_ahead.compile_ahead([], EvalOptions(device="cuda"), 4) == {}
+
+
+def _fx_entries(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in (root / "fxgraph").rglob("*") if p.is_file()} \
+        if (root / "fxgraph").exists() else set()
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_the_runs_own_compile_of_the_baseline_is_a_cache_hit_after_the_compile_ahead(tmp_path, monkeypatch, device):
+    """The crux: the worker ahead and the run's own trusted worker compile the same graph under the same key
+    (the run's compile adds no entry to Inductor's cache, where a miss would write one)."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    keeper.retire_judge(device)  # the device's worker starts again, with this cache in its environment
+    key = device + compile_ahead.KEY + "test"
+    try:
+        axpy = _axpy()
+        uuid = axpy.workloads_for(device)[0].uuid
+        opts = EvalOptions(device=device, baselines=("compile",), workloads=[uuid])
+        assert compile_one(Ahead(axpy, [uuid]), opts, key) == {uuid: "passed"}
+        warm = _fx_entries(tmp_path / "inductor")
+        assert warm, "the compile ahead wrote nothing to Inductor's cache"
+        ev = evaluate(axpy, load_solution(AXPY / "solutions" / "torch_ok.py", axpy.definition), opts,
+                      store=Store(tmp_path / "r.db"))
+        assert ev.workloads[0].compile_ms is not None, ev.workloads[0]
+        assert _fx_entries(tmp_path / "inductor") == warm
+    finally:
+        keeper.retire_judge(key)
+        keeper.retire_judge(device)

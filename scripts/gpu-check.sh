@@ -7,7 +7,8 @@
 #           profile (one solution's eval with the trusted worker under cProfile: PROFILE_ARGS, by default the
 #           Triton gelu_tanh_and_mul example), fast (the GPU test set but the bundled examples and the languages stage's), bundled (every starter
 #           example on the GPU, baselines included), run (the main job; RUN_ARGS, e.g. "--language cuda_cpp
-#           --baselines none"), bench, ncu, calibrate, floor, start, probe,
+#           --baselines none"), rerun (the main job again: `run rerun` gives the fresh and the cached figure),
+#           bench, ncu, calibrate, floor, start, probe,
 #           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without),
 #           profcost (what the language proof's profiler adds per solution: PROFCOST_N solutions, off and on),
 #           isolation (which step of the candidate's sandbox this machine's CUDA tolerates, start and IPC),
@@ -53,8 +54,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 for stage in "${stages[@]}"; do
   start=$(date +%s)
   case "$stage" in
-    run)   timeout ${RUN_LIMIT:-350} python3 -m solbench.cli run --device cuda --db "$SOLBENCH_GPU_DB" --quiet ${RUN_ARGS:-} </dev/null \
-             2>&1 | tee "$OUT/run.txt" ;;
+    run|rerun) # rerun: the main job again on the same machine, its builds and baselines cached by the run before
+           timeout ${RUN_LIMIT:-350} python3 -m solbench.cli run --device cuda --db "$SOLBENCH_GPU_DB" --quiet \
+             ${RUN_ARGS:-} </dev/null 2>&1 | tee "$OUT/$stage.txt" ;;
     fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m "gpu and not bundled and not languages" -v -rfE -p no:cacheprovider tests \
              </dev/null 2>&1 | tee "$OUT/fast.txt" ;;
     quick) timeout ${QUICK_LIMIT:-540} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest or \
@@ -125,7 +127,8 @@ echo "== solbench GPU check =="
 printf '%-14s %s\n' stage result
 for stage in "${stages[@]}"; do printf '%-14s %s\n' "$stage" "${status[$stage]:-skipped}"; done
 # the main job's evaluations so far, from the database (a run stopped at its limit prints no table of its own)
-[[ " ${stages[*]} " == *" run "* ]] && [ -f "$SOLBENCH_GPU_DB" ] && python3 scripts/run_summary.py "$SOLBENCH_GPU_DB"
+runs=$(printf '%s\n' "${stages[@]}" | grep -cxE 'run|rerun')
+[ "$runs" -gt 0 ] && [ -f "$SOLBENCH_GPU_DB" ] && python3 scripts/run_summary.py "$SOLBENCH_GPU_DB" "$runs"
 # pytest runs verbose, so a stage stopped by its time limit still shows which tests ran and how they ended
 for f in quick corpus timing fast bundled agents languages select; do
   [ -f "$OUT/$f.txt" ] || continue

@@ -14,7 +14,7 @@ import pytest
 
 from solbench.evaluate import compile_ahead
 from solbench.evaluate.baselines import harness_digest
-from solbench.evaluate.compile_ahead import Ahead, compile_one, plan
+from solbench.evaluate.compile_ahead import Ahead, plan
 from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.evaluate.trusted import keeper
 from solbench.problems.problem import load_problem
@@ -56,6 +56,8 @@ def test_the_plan_names_each_problem_once_and_only_compile_baselines_the_store_l
 def test_the_pool_compiles_side_by_side_on_the_spare_cores_each_thread_with_its_own_worker(monkeypatch):
     retired: list[str] = []
     monkeypatch.setattr(keeper, "retire_judge", retired.append)
+    forgotten = []
+    monkeypatch.setattr(compile_ahead, "forget_tuning", forgotten.append)
     both_running = threading.Barrier(2, timeout=WAIT_S)  # passes only while two compiles run at once
     seen: list[tuple[str, str, set[int]]] = []
     lock = threading.Lock()
@@ -81,7 +83,30 @@ def test_the_pool_compiles_side_by_side_on_the_spare_cores_each_thread_with_its_
     assert len(keys) == 2 and all(k.startswith("cuda" + compile_ahead.KEY) for k in keys)
     assert all(c == cores for _, _, c in seen)
     assert set(retired) == keys  # every worker ahead retired at the end
+    assert len(forgotten) == 1  # and the launch configurations they tuned side by side forgotten
     assert compile_ahead.compile_ahead([], EvalOptions(device="cuda"), 4) == {}
+
+
+def test_the_launch_configurations_tuned_ahead_are_forgotten_and_nothing_else(tmp_path):
+    import time
+
+    old, new, kernel = tmp_path / "ab" / "k1.best_config", tmp_path / "cd" / "k2.best_config", tmp_path / "cd" / "k2.py"
+    for p in (old, new, kernel):
+        p.parent.mkdir(exist_ok=True)
+        p.write_text("{}")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))  # tuned by an earlier run, alone on its device
+    assert compile_ahead.forget_tuning(time.time() - 60, tmp_path) == 1
+    assert old.exists() and kernel.exists() and not new.exists()
+
+
+
+def test_the_inductor_cache_is_found_where_torch_puts_it(monkeypatch, tmp_path):
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    assert compile_ahead.inductor_cache() == Path(default_cache_dir())
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "x" / ".." / "c"))
+    assert compile_ahead.inductor_cache() == tmp_path / "c"
 
 
 def _fx_entries(root: Path) -> set[str]:
@@ -95,18 +120,17 @@ def test_the_runs_own_compile_of_the_baseline_is_a_cache_hit_after_the_compile_a
     (the run's compile adds no entry to Inductor's cache, where a miss would write one)."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     keeper.retire_judge(device)  # the device's worker starts again, with this cache in its environment
-    key = device + compile_ahead.KEY + "test"
     try:
         axpy = _axpy()
         uuid = axpy.workloads_for(device)[0].uuid
         opts = EvalOptions(device=device, baselines=("compile",), workloads=[uuid])
-        assert compile_one(Ahead(axpy, [uuid]), opts, key) == {uuid: "passed"}
+        assert compile_ahead.compile_ahead([Ahead(axpy, [uuid])], opts, 1) == {axpy.name: {uuid: "passed"}}
         warm = _fx_entries(tmp_path / "inductor")
         assert warm, "the compile ahead wrote nothing to Inductor's cache"
+        assert not list((tmp_path / "inductor").rglob("*.best_config"))  # its tuning forgotten
         ev = evaluate(axpy, load_solution(AXPY / "solutions" / "torch_ok.py", axpy.definition), opts,
                       store=Store(tmp_path / "r.db"))
         assert ev.workloads[0].compile_ms is not None, ev.workloads[0]
         assert _fx_entries(tmp_path / "inductor") == warm
     finally:
-        keeper.retire_judge(key)
         keeper.retire_judge(device)

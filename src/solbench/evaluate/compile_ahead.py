@@ -15,17 +15,24 @@ tunes its kernels' launch configurations on it), and timing is exclusive on its 
 first evaluation, each holding the device's lease shared (``lease``): never beside another process's timing.
 Nothing they produce is believed: the run's baselines are measured as always, and a compile ahead that failed
 (out of memory beside the others, a reference that does not compile) only leaves the run's compile to be done
-where it always was.
+where it always was. The launch configurations Triton chose in the workers ahead were benchmarked beside one
+another on a shared device, so they are forgotten at the end (``forget_tuning``): the run's worker tunes its
+kernels again, alone on the device, as it did without the compiles ahead.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import os
+import re
 import secrets
+import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from solbench import tempdirs
@@ -93,6 +100,7 @@ def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: s
     uuid -> verdict (an empty dict where the compile ahead failed). ``done(ahead, verdicts)`` after each."""
     if not aheads or workers < 1:
         return {}
+    started = time.time()
     keys: set[str] = set()
     lock = threading.Lock()
 
@@ -119,4 +127,29 @@ def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: s
     finally:
         for key in keys:
             keeper.retire_judge(key)
+        forget_tuning(started)
     return {a.problem.name: r for a, r in zip(aheads, results)}
+
+
+def inductor_cache() -> Path:
+    """Inductor's cache folder as the trusted workers find it (their environment keeps TORCHINDUCTOR_CACHE_DIR;
+    otherwise torch's default, ``<temporary directory>/torchinductor_<user>``)."""
+    given = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if given:
+        return Path(given).resolve()
+    user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
+    return Path(tempfile.gettempdir()) / f"torchinductor_{user}"
+
+
+def forget_tuning(since: float, root: Path | None = None) -> int:
+    """Remove the launch configurations Inductor's kernels chose since ``since`` (``*.best_config``, its local
+    autotuning cache): the workers ahead benchmarked them beside one another. How many were removed."""
+    removed = 0
+    for path in (root or inductor_cache()).rglob("*.best_config"):
+        try:
+            if path.stat().st_mtime >= since - 1 and not path.is_symlink():
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed

@@ -211,7 +211,7 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
     A worker that crashes, loses its CUDA context or exceeds a time limit is killed with its whole session; the
     pair in progress gets the verdict and a fresh worker takes the rest.
     """
-    key = key or job["device"]
+    worker = key or job["device"]
     outcome = WorkerOutcome()
     pending: list[tuple[int, str]] = [tuple(p) for p in job["pairs"]]
     attempts = 0
@@ -227,12 +227,12 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
         job_path = workdir / f"job-{attempts}.json"
         job_path.write_text(json.dumps(dict(job, pairs=pending)))
         spawned = time.perf_counter()
-        judge = judge_for(job["device"], key, env)
+        judge = judge_for(job["device"], worker, env)
         try:
             offset = judge.submit(job_path)
         except OSError:  # it died after the health check: once more, with a fresh one
-            retire_judge(key)
-            judge = judge_for(job["device"], key, env)
+            retire_judge(worker)
+            judge = judge_for(job["device"], worker, env)
             offset = judge.submit(job_path)
         deadline = time.monotonic() + startup_timeout_s * (2 if untrusted else 1) + (0 if judge.jobs > 1 else 60)
         ended, deadline = _collect(judge, outcome, pending, deadline, per_workload, spawned)
@@ -240,7 +240,7 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
         outcome.log += log_tail
         killed = ended == "crash" and _exit_status(judge) == -signal.SIGKILL  # none sent here: the OOM killer
         if ended != "done":
-            retire_judge(key)  # a fresh trusted worker (and CUDA context) for whatever follows
+            retire_judge(worker)  # a fresh trusted worker (and CUDA context) for whatever follows
         if ended in ("done", "lost") or not pending:
             continue
         key = pending.pop(0)

@@ -1,0 +1,63 @@
+"""The runner's keeping of trusted workers (evaluate/trusted/keeper.py) with a fake worker process: a worker that
+ends under a job is replaced under the same key, the job's remaining workloads go to its successor, and workers
+kept under a caller's key live beside the device's own."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from solbench.evaluate.trusted import keeper
+
+
+class FakeJudge:
+    """A worker whose first process ends without a word (a crash) and whose later ones answer every workload."""
+
+    started: list[tuple[str, dict | None]] = []
+
+    def __init__(self, device: str, env: dict | None = None):
+        FakeJudge.started.append((device, env))
+        self.first = len(FakeJudge.started) == 1
+        self.res_fd, self._w = os.pipe()
+        self.jobs, self._alive = 0, True
+
+    def alive(self) -> bool:
+        return self._alive
+
+    def submit(self, job_path) -> int:
+        self.jobs += 1
+        job = json.loads(job_path.read_text())
+        if self.first:
+            self._alive = False
+            os.close(self._w)  # end of file: the worker ended
+            return 0
+        for subject, uuid in job["pairs"]:
+            os.write(self._w, json.dumps({"type": "workload", "subject": subject, "uuid": uuid,
+                                          "verdict": "passed"}).encode() + b"\n")
+        os.write(self._w, b'{"type": "done"}\n')
+        return 0
+
+    def log_since(self, offset: int) -> str:
+        return ""
+
+    def stop(self) -> None:
+        self._alive = False
+
+    class proc:  # noqa: N801 - the attribute the keeper reads of a real worker's process
+        @staticmethod
+        def wait(timeout=None):
+            return 1
+
+
+def test_a_worker_that_ends_under_a_job_is_replaced_under_its_key(monkeypatch, tmp_path):
+    monkeypatch.setattr(keeper, "Judge", FakeJudge)
+    monkeypatch.setattr(keeper, "_JUDGES", {})
+    FakeJudge.started = []
+    job = {"device": "cpu", "subjects": [{"kind": "eager"}], "pairs": [[0, "w1"], [0, "w2"], [0, "w3"]]}
+    out = keeper.run_worker(job, 30, 30, tmp_path, key="cpu#mine", env={"X": "1"})
+    assert out.results[(0, "w1")].verdict == "runtime_error" and "crash" in out.results[(0, "w1")].reasons
+    assert [out.results[(0, u)].verdict for u in ("w2", "w3")] == ["passed", "passed"]
+    assert FakeJudge.started == [("cpu", {"X": "1"}), ("cpu", {"X": "1"})]
+    assert list(keeper._JUDGES) == ["cpu#mine"]  # the successor under the caller's key, the device's own untouched
+    keeper.run_worker(dict(job, pairs=[[0, "w4"]]), 30, 30, tmp_path)
+    assert sorted(keeper._JUDGES) == ["cpu", "cpu#mine"]

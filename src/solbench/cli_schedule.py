@@ -119,5 +119,5 @@ def compile_first(problems: list, options: dict, store, workers: int, cores: set
     aheads = compile_ahead.plan(problems, opts, store) if workers and cores else []
     if not aheads:
         return
-    task = progress.add_task("torch.compile baselines ahead", total=len(aheads))
+    task = progress.add_task("torch.compile baselines ahead", total=sum(len(a.uuids) for a in aheads))
     compile_ahead.compile_ahead(aheads, opts, workers, cores, done=lambda *_: progress.advance(task))

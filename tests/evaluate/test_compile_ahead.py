@@ -53,7 +53,7 @@ def test_the_plan_names_each_problem_once_and_only_compile_baselines_the_store_l
     assert [a.uuids for a in plan([axpy], fresh, store)] == [[first, second]]
 
 
-def test_the_pool_compiles_side_by_side_on_the_spare_cores_each_thread_with_its_own_worker(monkeypatch):
+def test_the_pool_compiles_each_workload_side_by_side_on_the_spare_cores_with_a_worker_per_thread(monkeypatch):
     retired: list[str] = []
     monkeypatch.setattr(keeper, "retire_judge", retired.append)
     forgotten = []
@@ -63,28 +63,44 @@ def test_the_pool_compiles_side_by_side_on_the_spare_cores_each_thread_with_its_
     lock = threading.Lock()
     cores = {min(os.sched_getaffinity(0))}
 
-    def fake(ahead: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
-        name = ahead.problem.name
-        if name in ("p0", "p1"):
+    def fake(unit: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
+        (uuid,) = unit.uuids  # one workload at a time
+        if uuid in ("a", "b"):  # two workloads of one problem, compiled at once
             both_running.wait()
-        if name == "p3":
+        if uuid == "d":
             raise RuntimeError("out of memory beside the others")
         with lock:
-            seen.append((name, key, set(os.sched_getaffinity(0))))
-        return {u: "passed" for u in ahead.uuids}
+            seen.append((uuid, key, set(os.sched_getaffinity(0))))
+        return {uuid: "passed"}
 
-    aheads = [Ahead(SimpleNamespace(name=f"p{i}"), [f"w{i}"]) for i in range(4)]
+    aheads = [Ahead(SimpleNamespace(name="p0"), ["a", "b"]), Ahead(SimpleNamespace(name="p1"), ["c"]),
+              Ahead(SimpleNamespace(name="p2"), ["d"])]
     done = []
     result = compile_ahead.compile_ahead(aheads, EvalOptions(device="cuda"), 2, cores,
-                                         done=lambda a, v: done.append(a.problem.name), one=fake)
-    assert result == {"p0": {"w0": "passed"}, "p1": {"w1": "passed"}, "p2": {"w2": "passed"}, "p3": {}}
-    assert sorted(done) == ["p0", "p1", "p2", "p3"]
+                                         done=lambda unit, v: done.append(unit.uuids[0]), one=fake)
+    assert result == {"p0": {"a": "passed", "b": "passed"}, "p1": {"c": "passed"}, "p2": {}}
+    assert sorted(done) == ["a", "b", "c", "d"]
     keys = {k for _, k, _ in seen}
     assert len(keys) == 2 and all(k.startswith("cuda" + compile_ahead.KEY) for k in keys)
     assert all(c == cores for _, _, c in seen)
     assert set(retired) == keys  # every worker ahead retired at the end
     assert len(forgotten) == 1  # and the launch configurations they tuned side by side forgotten
     assert compile_ahead.compile_ahead([], EvalOptions(device="cuda"), 4) == {}
+
+
+def test_an_interruption_starts_no_further_compile(monkeypatch):
+    monkeypatch.setattr(keeper, "retire_judge", lambda key: None)
+    monkeypatch.setattr(compile_ahead, "forget_tuning", lambda since: 0)
+    ran = []
+
+    def fake(unit: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
+        ran.append(unit.uuids[0])
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        compile_ahead.compile_ahead([Ahead(SimpleNamespace(name="p"), ["a", "b", "c"])], EvalOptions(device="cuda"),
+                                    1, one=fake)
+    assert ran == ["a"]
 
 
 def test_the_launch_configurations_tuned_ahead_are_forgotten_and_nothing_else(tmp_path):

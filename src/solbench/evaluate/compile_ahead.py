@@ -93,42 +93,54 @@ def compile_one(ahead: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
 
 
 def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: set[int] | None = None,
-                  done: Callable[[Ahead, dict[str, str] | None], Any] | None = None,
+                  done: Callable[[Ahead, dict[str, str]], Any] | None = None,
                   one: Callable[[Ahead, EvalOptions, str], dict[str, str]] = compile_one) -> dict[str, dict]:
-    """Every one of ``aheads`` on ``workers`` threads confined to ``cores``, each thread with a trusted worker of
-    its own (kept from one problem to the next, retired at the end); returns when all have ended: problem ->
-    uuid -> verdict (an empty dict where the compile ahead failed). ``done(ahead, verdicts)`` after each."""
-    if not aheads or workers < 1:
+    """Every workload of ``aheads`` on its own (a problem's workloads compile side by side too), on ``workers``
+    threads confined to ``cores``, each thread with a trusted worker of its own (kept from one workload to the
+    next, retired at the end); returns when all have ended: problem -> uuid -> verdict (none for a workload whose
+    compile ahead failed). ``done(unit, verdicts)`` after each workload. An interruption (Ctrl-C) starts no
+    further compile and is raised once the running ones have ended."""
+    units = [Ahead(a.problem, [uuid]) for a in aheads for uuid in a.uuids]
+    if not units or workers < 1:
         return {}
     started = time.time()
     keys: set[str] = set()
     lock = threading.Lock()
+    stop = threading.Event()
 
     def confine() -> None:
         if cores:
             os.sched_setaffinity(0, cores)
 
-    def run(ahead: Ahead) -> dict[str, str]:
+    def run(unit: Ahead) -> dict[str, str]:
+        if stop.is_set():
+            return {}
         key = opts.device + KEY + threading.current_thread().name.rsplit("_", 1)[-1]
         with lock:
             keys.add(key)
         try:
-            verdicts = one(ahead, opts, key)
+            verdicts = one(unit, opts, key)
         except Exception:  # noqa: BLE001 - the run's own compile is then done where it always was
             verdicts = {}
         if done is not None:
-            done(ahead, verdicts)
+            done(unit, verdicts)
         return verdicts
 
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(units)), thread_name_prefix="solbench-compile",
+                              initializer=confine)
+    out: dict[str, dict] = {a.problem.name: {} for a in aheads}
     try:
-        with ThreadPoolExecutor(max_workers=min(workers, len(aheads)), thread_name_prefix="solbench-compile",
-                                initializer=confine) as pool:
-            results = list(pool.map(run, aheads))
+        for unit, future in [(u, pool.submit(run, u)) for u in units]:
+            out[unit.problem.name].update(future.result())
+    except BaseException:
+        stop.set()
+        raise
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         for key in keys:
             keeper.retire_judge(key)
         forget_tuning(started)
-    return {a.problem.name: r for a, r in zip(aheads, results)}
+    return out
 
 
 def inductor_cache() -> Path:

@@ -36,6 +36,7 @@ def serve(
     import uvicorn
 
     from solbench.cli_schedule import executor_for
+    from solbench.schedule.builds import BuildsAhead
     from solbench.schedule.queue import JobQueue
     from solbench.schedule.scheduler import Scheduler
     from solbench.service.app import create_app
@@ -49,13 +50,32 @@ def serve(
         raise UserError(f"no API token in {db}: make one with `solbench token add NAME --db {db}`, or serve "
                         "--open on loopback")
     ex = executor_for(executor, dict(device=device, gpus=gpus, slots=slots, address=address), db)
-    sched = Scheduler(JobQueue(db), ex)
+    queue = JobQueue(db)
+    sched = Scheduler(queue, ex)
+    cores = _spare_cores(len(ex.slots)) if executor == "local" else set()  # a Ray node builds in its own cache
     back = sched.start()  # before the port opens: a second service on this database ends here, in one line
+    ahead = BuildsAhead(queue, ex.slots[0].device, len(cores), cores).start() if cores else None
     out.print(f"solbench serve: {len(ex.slots)} slot(s) ({', '.join(s.name for s in ex.slots)}), {db}"
-              + (f"; {len(back)} job(s) left running by a previous service put back" if back else ""))
+              + (f"; {len(back)} job(s) left running by a previous service put back" if back else "")
+              + (f"; native builds ahead on {len(cores)} core(s)" if cores else ""))
     app = create_app(db, sched, open_access=open_access, device=ex.slots[0].device)
     quiet_collector()
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        if ahead is not None:
+            ahead.stop()
+
+
+def _spare_cores(slots: int) -> set[int]:
+    """The cores the slots leave for builds ahead (``evaluate.native.pool.split_cores``: at least four, two per
+    slot, are the slots'); this process, and so the slots it starts, keeps to the others. None on a small host."""
+    from solbench.evaluate.native import pool
+
+    mine, theirs = pool.split_cores(pool.available_cores(), keep=max(pool.EVALUATION_CORES, 2 * slots))
+    if theirs:
+        pool.pin_evaluation(mine)
+    return theirs
 
 
 def quiet_collector() -> None:

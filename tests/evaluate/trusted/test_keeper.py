@@ -61,3 +61,38 @@ def test_a_worker_that_ends_under_a_job_is_replaced_under_its_key(monkeypatch, t
     assert list(keeper._JUDGES) == ["cpu#mine"]  # the successor under the caller's key, the device's own untouched
     keeper.run_worker(dict(job, pairs=[[0, "w4"]]), 30, 30, tmp_path)
     assert sorted(keeper._JUDGES) == ["cpu", "cpu#mine"]
+
+
+def test_the_signal_handler_can_retire_workers_while_the_main_thread_keeps_them():
+    """Ctrl-C lands in the main thread, perhaps inside ``judge_for``'s critical section: retiring every worker from
+    there must not wait for itself (in a child process, so that a deadlock fails the test instead of hanging it)."""
+    import subprocess
+    import sys
+
+    code = ("from solbench.evaluate.trusted import keeper\n"
+            "keeper._JUDGES['cpu'] = type('Worker', (), {'stop': lambda self: print('stopped')})()\n"
+            "with keeper._JUDGES_LOCK:\n    keeper.retire_all()\nprint('retired', list(keeper._JUDGES))")
+    try:
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("retiring the workers waited for the lock its own thread held") from None
+    assert res.stdout.split() == ["stopped", "retired", "[]"], res.stderr[-2000:]
+
+
+def test_a_worker_is_ended_even_when_closing_its_pipe_fails():
+    """A write to the worker's pipe interrupted by the signal handler makes closing it a re-entrant call (a
+    RuntimeError): the process is killed all the same."""
+    import subprocess
+    import sys
+
+    from solbench.evaluate.isolation.sandbox import end_process
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
+                            stdin=subprocess.DEVNULL)
+
+    def reentrant():
+        raise RuntimeError("reentrant call inside <_io.BufferedWriter name=5>")
+
+    end_process(proc, 0.1, reentrant)
+    assert proc.poll() is not None

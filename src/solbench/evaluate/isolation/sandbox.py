@@ -246,11 +246,13 @@ def read_tail(path: Path, n: int) -> str:
 
 
 def end_process(proc: Any, grace_s: float, *closers) -> None:
-    """Close our ends of its pipes, give it ``grace_s`` to exit, then kill its whole session."""
+    """Close our ends of its pipes, give it ``grace_s`` to exit, then kill its whole session. A closer that fails
+    is passed over: a signal handler that ends the process may have interrupted a write to the same pipe
+    (``RuntimeError``: a re-entrant call of the buffered file), and the kill ends it anyway."""
     for closer in closers:
         try:
             closer()
-        except OSError:
+        except (OSError, RuntimeError, ValueError):
             pass
     try:
         proc.wait(timeout=grace_s)

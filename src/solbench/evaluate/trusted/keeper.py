@@ -155,7 +155,8 @@ class Judge:
 #: the persistent workers by key: a device's own (its name), or another of the same device beside it (a key of
 #: the caller's, ``run_worker``'s ``key``: the compiles ahead of a run, ``compile_ahead``)
 _JUDGES: dict[str, Judge] = {}
-_JUDGES_LOCK = threading.Lock()
+#: re-entrant: the signal handler (``end_with_signals``) retires every worker in the main thread, which may hold it
+_JUDGES_LOCK = threading.RLock()
 
 
 def judge_for(device: str, key: str | None = None, env: dict[str, str] | None = None) -> Judge:

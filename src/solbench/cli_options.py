@@ -27,7 +27,8 @@ def _width() -> int | None:
 
 
 out = Console(width=_width())
-err = Console(stderr=True)
+#: messages to stderr are never broken into lines (``soft_wrap``): each stays one line for a terminal to fold
+err = Console(stderr=True, soft_wrap=True)
 WideOption = typer.Option(False, "--wide", help="every column, as wide as it needs (the output may then be wider "
                           "than the terminal)")
 

@@ -199,3 +199,14 @@ def test_a_language_proof_that_could_not_run_is_a_warning(axpy):
     assert "language_proof_unavailable" not in seen.warnings
     assert "language_proof_unavailable" not in _judge(axpy, "axpy-small", r, BASE, WORK, CEIL, None).warnings
 
+
+
+def test_an_unconfirmed_time_earns_neither_a_score_nor_a_speedup(axpy):
+    """A time the audit could not confirm is the candidate's word only: the workload passes with the warning, and
+    nothing is computed from the time (it used to give speedups over the baselines)."""
+    w = judge(axpy, samples_ms=[2.0] * 20, wall_ms=[2.1] * 3, audit_ms=None,
+              audit_unconfirmed="every audit was too noisy")
+    assert w.verdict == "passed" and "time_unconfirmed" in w.warnings and "too noisy" in w.message
+    assert w.sol_score is None and w.speedup_vs_eager is None and w.speedup_vs_baseline is None
+    confirmed = judge(axpy, samples_ms=[2.0] * 20, wall_ms=[2.1] * 3)
+    assert confirmed.speedup_vs_eager == 2.0 and confirmed.sol_score is not None

@@ -74,7 +74,9 @@ SHORT_LOOK = 4
 #: audits a disagreement gets before it convicts (``confirm``); each look draws its inputs this far from the last's
 LOOKS = 2
 LOOK_DRAWS = 100_000
-BLIND_LOOKS = 2  # audits too noisy to convict anything, looked past before the looks above (``confirm``)
+#: audits too noisy to convict anything, looked past before the looks above (``confirm``); one more such leaves the
+#: time unconfirmed. Under a load average of 5.5 on the 2-core machine three blind looks in a row happened
+BLIND_LOOKS = 4
 
 
 @dataclass
@@ -394,9 +396,14 @@ def confirm(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: l
         if outcome == "forged":
             forged.append((f"{audit.median_ms:.4g} ms", why))
             continue
-        if outcome == "confirmed" and blind < BLIND_LOOKS and _blind(audit, calib, kind):
-            blind += 1
-            continue
+        if outcome == "confirmed" and _blind(audit, calib, kind):
+            if blind < BLIND_LOOKS:
+                blind += 1
+                continue
+            # the last look allowed was blind too: it confirms nothing (the time is left unconfirmed, unscored)
+            outcome, why = "unconfirmed", (f"{look + 1} audits were each too noisy to tell the time from none (the "
+                                           f"last: {audit.median_ms:.4g} ms per call, resolution "
+                                           f"{resolution(audit, calib, kind):.4g} ms)")
         if forged and outcome != "confirmed":  # a first audit found a forgery and the second was not made
             raise Rejected(["time_forgery"], f"{forged[0][1]} (a second audit could not be made: {why})")
         record = {"audit_unconfirmed": why} if audit is None else dict(audit.record())

@@ -198,7 +198,7 @@ def _audit(res: WorkloadResult, r: WorkloadReport) -> None:
 
 def _score(res: WorkloadResult) -> None:
     """The SOL score (0 for a failing verdict; none while the time is unconfirmed or the bound suspect) and the
-    speedups."""
+    speedups (none for an unconfirmed time)."""
     if res.verdict in INCORRECT:
         res.sol_score = 0.0
     elif res.verdict == "passed" and not res.interpreted and not {"bound_suspect", "time_unconfirmed"} & set(
@@ -206,6 +206,8 @@ def _score(res: WorkloadResult) -> None:
         score = scoring.sol_score(res.time_ms, res.baseline_ms, res.sol_ms, True)
         res.sol_score = score.value
         res.warnings.extend(f for f in score.flags if f not in res.warnings)
+    if "time_unconfirmed" in res.warnings:  # a time the trusted side's clock did not confirm earns no speedup either
+        return
     if res.time_ms and res.eager_ms:
         res.speedup_vs_eager = res.eager_ms / res.time_ms
     if res.time_ms and res.baseline_ms:

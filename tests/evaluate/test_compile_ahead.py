@@ -150,3 +150,32 @@ def test_the_runs_own_compile_of_the_baseline_is_a_cache_hit_after_the_compile_a
         assert _fx_entries(tmp_path / "inductor") == warm
     finally:
         keeper.retire_judge(device)
+
+
+def test_a_compile_ahead_is_a_check_of_one_draw_under_a_shared_lease_and_a_bounded_time(monkeypatch):
+    import contextlib
+
+    from solbench.evaluate import lease
+    from solbench.evaluate.trusted.keeper import WorkerOutcome
+    from solbench.evaluate.trusted.report import WorkloadReport
+
+    held, sent = [], []
+
+    @contextlib.contextmanager
+    def hold(device, exclusive=True):
+        held.append((device, exclusive))
+        yield
+
+    def run_worker(job, startup_s, workload_s, workdir, key=None, env=None):
+        sent.append((job, workload_s, key, env))
+        return WorkerOutcome(results={(0, u): WorkloadReport.failed(u, "passed", []) for _, u in job["pairs"]})
+
+    monkeypatch.setattr(lease, "hold", hold)
+    monkeypatch.setattr(keeper, "run_worker", run_worker)
+    axpy = _axpy()
+    uuid = axpy.workloads_for("cuda")[0].uuid
+    assert compile_ahead.compile_one(Ahead(axpy, [uuid]), EvalOptions(device="cuda"), "k") == {uuid: "passed"}
+    (job, limit, key, env), = sent
+    assert held == [("cuda", False)] and limit == compile_ahead.AHEAD_LIMIT_S and key == "k"
+    assert env == compile_ahead.AHEAD_ENV and job["subjects"] == [{"kind": "compile"}]
+    assert job["draws"] == 1 and job["time"] is False and job["pairs"] == [[0, uuid]]

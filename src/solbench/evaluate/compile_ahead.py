@@ -45,6 +45,8 @@ from solbench.problems.problem import Problem
 #: the workers ahead compile with one thread each (Inductor's own pool would start a compiler per core apiece)
 AHEAD_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
 KEY = "#compile-ahead-"  # the workers' keys: the device's name and this, with the thread's number
+#: a compile ahead that takes longer is given up (its worker ended): the run's own compile is then done as before
+AHEAD_LIMIT_S = 300.0
 
 
 @dataclass
@@ -85,7 +87,7 @@ def compile_one(ahead: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
     owner = tempdirs.private_dir(EVAL_PREFIX)
     try:
         with lease.hold(opts.device, exclusive=False):
-            outcome = keeper.run_worker(job, opts.startup_timeout_s, opts.workload_timeout_s, owner.path, key=key,
+            outcome = keeper.run_worker(job, opts.startup_timeout_s, AHEAD_LIMIT_S, owner.path, key=key,
                                         env=AHEAD_ENV)
     finally:
         owner.close()

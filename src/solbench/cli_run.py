@@ -169,6 +169,7 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
     from solbench.cli_schedule import compile_first
     from solbench.evaluate.native import pool as build_pool
     from solbench.evaluate.runner import EvalOptions, evaluate
+    from solbench.evaluate.trusted import keeper
     from solbench.problems.solution import load_solution
 
     jobs = [(prob, load_solution(path, prob.definition)) for prob, path in selected]
@@ -181,6 +182,8 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
     try:
         if spare and theirs:
             build_pool.pin_evaluation(mine)
+            for pid in keeper.worker_pids():  # started before the split (``prestart_worker``): confined now
+                build_pool.pin_processes(pid, mine)
         with build_pool.BuildPool(builds, workers, theirs) as pool:
             built = progress.add_task("native builds", total=sum(f is not None for f in pool.futures)) \
                 if workers else None

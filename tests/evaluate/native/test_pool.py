@@ -114,3 +114,29 @@ def test_no_cores_named_confines_nothing(empty):
     with BuildPool([lambda: seen.append(os.sched_getaffinity(0))], 1, empty) as pool:
         pool.ready(0, timeout=WAIT_S)
     assert seen == [available_cores()]
+
+
+def test_a_running_process_and_everything_below_it_are_confined_to_the_evaluations_cores():
+    """The trusted worker started before the cores were split, and the processes it started (its zygote): each of
+    their threads keeps to the evaluation's cores from then on, and what they start later inherits it."""
+    import subprocess
+    import sys
+
+    from solbench.evaluate.native.pool import pin_processes
+
+    child = ("import subprocess, sys, threading, time\n"
+             "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
+             "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+             "print(g.pid, flush=True)\ntime.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        grandchild = int(proc.stdout.readline())
+        one = {min(os.sched_getaffinity(0))}
+        assert pin_processes(proc.pid, one) >= 3  # the child's two threads at least, and its own child
+        tids = os.listdir(f"/proc/{proc.pid}/task") + os.listdir(f"/proc/{grandchild}/task")
+        assert tids and all(os.sched_getaffinity(int(t)) == one for t in tids)
+        assert pin_processes(2 ** 22 + 7, one) == 0  # a process that ended meanwhile: nothing, no error
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()

@@ -95,6 +95,30 @@ def pin_evaluation(cores: set[int]) -> None:
         os.sched_setaffinity(0, cores)
 
 
+def pin_processes(root: int, cores: set[int]) -> int:
+    """Confine a running process and every process below it, each of their threads, to ``cores`` (the trusted
+    worker started before the cores were split, its zygote and candidates: what they start later inherits it). How
+    many threads were confined; a process that ended meanwhile is passed over."""
+    pids, moved = [root], 0
+    for pid in pids:  # grows as children are found
+        try:
+            tasks = list(os.scandir(f"/proc/{pid}/task"))
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                os.sched_setaffinity(int(task.name), cores)
+                moved += 1
+            except OSError:
+                pass
+            try:
+                with open(f"{task.path}/children") as f:
+                    pids += [int(c) for c in f.read().split()]
+            except OSError:
+                pass
+    return moved
+
+
 def solution_builds(jobs: list[tuple[Any, Any]], device: str, store=None) -> list[Build | None]:
     """Per (problem, solution) job, the build that fills the cache for its evaluation (``carry.warm``, in the
     build sandbox the evaluation's own build gets); None for a language that builds nothing."""

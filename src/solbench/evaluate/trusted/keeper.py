@@ -181,6 +181,12 @@ def retire_judge(key: str) -> None:
         judge.stop()
 
 
+def worker_pids() -> list[int]:
+    """The process ids of the workers kept now (``native.pool.pin_processes``)."""
+    with _JUDGES_LOCK:
+        return [j.proc.pid for j in _JUDGES.values() if j.alive()]
+
+
 def retire_all() -> None:
     for device in list(_JUDGES):
         retire_judge(device)

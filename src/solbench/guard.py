@@ -115,7 +115,7 @@ def plain_metavars(fn) -> None:
     import inspect
     import typing
 
-    from typer.models import ParameterInfo
+    from typer.models import OptionInfo, ParameterInfo
 
     hints = typing.get_type_hints(fn)
     for name, param in inspect.signature(fn).parameters.items():
@@ -124,13 +124,17 @@ def plain_metavars(fn) -> None:
             continue
         if not info.help and name in HELP:
             info.help = HELP[name]
-        if info.metavar is not None:
-            continue
         kind = hints.get(name)
         args = [a for a in typing.get_args(kind) if a is not type(None)]
         while args and typing.get_origin(kind) is not None:  # Optional[X], List[X]: X
             kind, args = args[0], [a for a in typing.get_args(args[0]) if a is not type(None)]
         if kind is bool:
+            continue
+        if isinstance(info, OptionInfo) and not info.param_decls:
+            # the option's name said outright (``--build-jobs``): typer 0.27 with click 8.5 (the GPU machine's)
+            # derived ``--DEVICE`` from ``device`` otherwise
+            info.param_decls = ("--" + name.replace("_", "-"),)
+        if info.metavar is not None:
             continue
         words = METAVARS.get(name) or _BY_TYPE.get(kind)
         if words:

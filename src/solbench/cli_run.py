@@ -174,7 +174,7 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
 
     jobs = [(prob, load_solution(path, prob.definition)) for prob, path in selected]
     before = build_pool.available_cores()
-    mine, theirs = build_pool.split_cores(before)
+    mine, theirs = build_pool.slot_split()
     spare = len(theirs) if build_jobs is None else build_jobs
     builds = build_pool.solution_builds(jobs, dev, store) if spare else [None] * len(jobs)
     workers = min(spare, sum(b is not None for b in builds))
@@ -190,7 +190,7 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
             for f in pool.futures if workers else []:
                 if f is not None:
                     f.add_done_callback(lambda _: progress.advance(built))
-            compile_first([p for p, _ in jobs], options, store, spare if theirs else 0, theirs, progress)
+            compile_first([p for p, _ in jobs], options, store, spare, theirs, progress)
             for i, (prob, sol) in enumerate(jobs):
                 progress.update(task, description=f"{prob.name} / {sol.name}")
                 pool.ready(i)

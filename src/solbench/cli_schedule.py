@@ -95,14 +95,14 @@ def _builds_ahead(jobs: list[tuple], options: dict, store, build_jobs: int | Non
     from solbench.evaluate.native import pool as build_pool
 
     before = build_pool.available_cores()
-    mine, theirs = build_pool.split_cores(before, keep=max(build_pool.EVALUATION_CORES, 2 * slots))
+    mine, theirs = build_pool.slot_split(slots)
     workers = len(theirs) if build_jobs is None else build_jobs
     builds = build_pool.solution_builds(jobs, options["device"], store) if workers and theirs else []
     try:
         if workers and theirs:
             build_pool.pin_evaluation(mine)
         with build_pool.BuildPool(builds, min(workers, sum(b is not None for b in builds)), theirs):
-            compile_first([p for p, _ in jobs], options, store, workers if theirs else 0, theirs, progress)
+            compile_first([p for p, _ in jobs], options, store, workers, theirs, progress)
             yield
     finally:
         build_pool.pin_evaluation(before)

@@ -68,11 +68,11 @@ def serve(
 
 
 def _spare_cores(slots: int) -> set[int]:
-    """The cores the slots leave for builds ahead (``evaluate.native.pool.split_cores``: at least four, two per
+    """The cores the slots leave for builds ahead (``evaluate.native.pool.slot_split``: at least four, two per
     slot, are the slots'); this process, and so the slots it starts, keeps to the others. None on a small host."""
     from solbench.evaluate.native import pool
 
-    mine, theirs = pool.split_cores(pool.available_cores(), keep=max(pool.EVALUATION_CORES, 2 * slots))
+    mine, theirs = pool.slot_split(slots)
     if theirs:
         pool.pin_evaluation(mine)
     return theirs

@@ -23,11 +23,8 @@ kernels again, alone on the device, as it did without the compiles ahead.
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import os
-import re
 import secrets
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +59,7 @@ def plan(problems: list[Problem], opts: EvalOptions, store=None) -> list[Ahead]:
     the compile one, and ``store`` holds none measured by this harness for the workload (``opts`` unchanged:
     the options of the run's evaluations)."""
     out, seen = [], set()
+    harness = harness_digest()  # reads and hashes the harness's files: once
     for problem in problems:
         if problem.name in seen:
             continue
@@ -72,7 +70,7 @@ def plan(problems: list[Problem], opts: EvalOptions, store=None) -> list[Ahead]:
         uuids = select_workloads(problem, opts)
         if store is not None and opts.use_baseline_cache:
             digest = problem.digest()
-            uuids = [u for u in uuids if not store.baseline_measured(digest, u, "compile", harness_digest())]
+            uuids = [u for u in uuids if not store.baseline_measured(digest, u, "compile", harness)]
         if uuids:
             out.append(Ahead(problem, uuids))
     return out
@@ -148,11 +146,9 @@ def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: s
 def inductor_cache() -> Path:
     """Inductor's cache folder as the trusted workers find it (their environment keeps TORCHINDUCTOR_CACHE_DIR;
     otherwise torch's default, ``<temporary directory>/torchinductor_<user>``)."""
-    given = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if given:
-        return Path(given).resolve()
-    user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
-    return Path(tempfile.gettempdir()) / f"torchinductor_{user}"
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # no side effect, unlike cache_dir()
+
+    return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()).resolve()
 
 
 def forget_tuning(since: float, root: Path | None = None) -> int:

@@ -28,19 +28,15 @@ SCAN = 256  # queued jobs looked at per scan, oldest first
 def build_for(job: Job, device: str, view_of: Any) -> Callable[[], Any] | None:
     """The build that fills the cache for ``job``'s evaluation (``carry.warm`` in the build sandbox), or None: a
     language that builds nothing, or a spec that does not load (its slot says why)."""
-    from solbench.evaluate.isolation.view import cache_root, sandbox_view
-    from solbench.evaluate.languages import get_language
-    from solbench.evaluate.native.carry import warm
+    from solbench.evaluate.isolation.view import sandbox_view
+    from solbench.evaluate.native.pool import solution_build
     from solbench.schedule.slot import load_spec_problem, load_spec_solution
 
     try:
-        solution = load_spec_solution(job.spec, load_spec_problem(job.spec))
-        language = get_language(solution.language)
+        return solution_build(load_spec_solution(job.spec, load_spec_problem(job.spec)), device,
+                              sandbox_view(view_of, device))
     except Exception:  # noqa: BLE001 - the slot meets it again and gives the verdict
         return None
-    if not hasattr(language, "build_plan"):
-        return None
-    return lambda: warm(language, solution, device, cache_root() / "build", sandbox_view(view_of, device))
 
 
 class BuildsAhead:

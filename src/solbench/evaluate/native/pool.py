@@ -35,6 +35,12 @@ def available_cores() -> set[int]:
     return set(os.sched_getaffinity(0))
 
 
+def slot_split(slots: int = 1) -> tuple[set[int], set[int]]:
+    """``split_cores`` of this process's cores for ``slots`` evaluating at once: at least ``EVALUATION_CORES``, two
+    per slot, are the evaluation's."""
+    return split_cores(available_cores(), keep=max(EVALUATION_CORES, 2 * slots))
+
+
 def split_cores(cores: set[int], keep: int = EVALUATION_CORES, least: int = MIN_CORES) -> tuple[set[int], set[int]]:
     """(the evaluation's cores, the builds'): the lowest ``keep`` for the evaluation and the rest for builds, or
     every core for the evaluation and none for builds on a host of fewer than ``least``."""
@@ -122,14 +128,20 @@ def pin_processes(root: int, cores: set[int]) -> int:
 def solution_builds(jobs: list[tuple[Any, Any]], device: str, store=None) -> list[Build | None]:
     """Per (problem, solution) job, the build that fills the cache for its evaluation (``carry.warm``, in the
     build sandbox the evaluation's own build gets); None for a language that builds nothing."""
-    from solbench.evaluate.isolation.view import cache_root, sandbox_view
+    from solbench.evaluate.isolation.view import sandbox_view
+
+    view = sandbox_view(store, device)
+    return [solution_build(solution, device, view) for _, solution in jobs]
+
+
+def solution_build(solution: Any, device: str, view: dict[str, Any]) -> Build | None:
+    """The build that fills the cache for ``solution``'s evaluation (``carry.warm`` in the build sandbox ``view``);
+    None for a language that builds nothing."""
+    from solbench.evaluate.isolation.view import cache_root
     from solbench.evaluate.languages import get_language
     from solbench.evaluate.native.carry import warm
 
-    view = sandbox_view(store, device)
-    builds: list[Build | None] = []
-    for _, solution in jobs:
-        language = get_language(solution.language)
-        builds.append((lambda lang=language, sol=solution: warm(lang, sol, device, cache_root() / "build", view))
-                      if hasattr(language, "build_plan") else None)
-    return builds
+    language = get_language(solution.language)
+    if not hasattr(language, "build_plan"):
+        return None
+    return lambda: warm(language, solution, device, cache_root() / "build", view)

@@ -52,9 +52,10 @@ def serve(
     ex = executor_for(executor, dict(device=device, gpus=gpus, slots=slots, address=address), db)
     queue = JobQueue(db)
     sched = Scheduler(queue, ex)
-    cores = _spare_cores(len(ex.slots)) if executor == "local" else set()  # a Ray node builds in its own cache
+    own, cores = _split_cores(len(ex.slots)) if executor == "local" else (set(), set())  # Ray: a node's own
     back = sched.start()  # before the port opens: a second service on this database ends here, in one line
     ahead = BuildsAhead(queue, ex.slots[0].device, len(cores), cores).start() if cores else None
+    _serve_on(own)  # the slots' threads, started above, keep the evaluation's cores
     out.print(f"solbench serve: {len(ex.slots)} slot(s) ({', '.join(s.name for s in ex.slots)}), {db}"
               + (f"; {len(back)} job(s) left running by a previous service put back" if back else "")
               + (f"; native builds ahead on {len(cores)} core(s)" if cores else ""))
@@ -67,15 +68,27 @@ def serve(
             ahead.stop()
 
 
-def _spare_cores(slots: int) -> set[int]:
-    """The cores the slots leave for builds ahead (``evaluate.native.pool.slot_split``: at least four, two per
-    slot, are the slots'); this process, and so the slots it starts, keeps to the others. None on a small host."""
+def _split_cores(slots: int) -> tuple[set[int], set[int]]:
+    """(the HTTP server's core, the cores for builds ahead) of those the slots leave (``evaluate.native.pool.
+    slot_split``: at least four, two per slot, are the slots'); this thread, and so the slots' threads and the
+    processes they start, keeps to the slots' cores. Both empty on a small host: everything shares every core."""
     from solbench.evaluate.native import pool
 
     mine, theirs = pool.slot_split(slots)
-    if theirs:
-        pool.pin_evaluation(mine)
-    return theirs
+    if not theirs:
+        return set(), set()
+    pool.pin_evaluation(mine)
+    own = {max(theirs)}
+    return own, theirs - own
+
+
+def _serve_on(own: set[int]) -> None:
+    """Move this thread (uvicorn's event loop, and the threads it starts later) to a core of its own: requests are
+    not answered late behind an evaluation's busy processes, and do not run on the cores a timing uses."""
+    import os
+
+    if own:
+        os.sched_setaffinity(0, own)
 
 
 def quiet_collector() -> None:

@@ -129,3 +129,28 @@ def test_the_services_start_up_objects_are_left_out_of_later_collections():
                          stdin=subprocess.DEVNULL, check=True).stdout.split()
     before, frozen, scanned = map(int, out)
     assert before > 100_000 and frozen >= before * 0.9 and scanned < 1_000
+
+
+def test_the_server_answers_from_a_core_of_its_own_the_slots_keep_theirs(monkeypatch):
+    """On a host of 16 cores: the slots (and the processes they start) keep the lowest four, the HTTP server moves
+    to one of the rest, and builds ahead get the others; on a small host nothing is split."""
+    import os
+    import threading
+
+    from solbench import cli_serve
+    from solbench.evaluate.native import pool
+
+    asked: list[tuple[str, set[int]]] = []
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cores: asked.append((threading.current_thread().name,
+                                                                                 set(cores))))
+    monkeypatch.setattr(pool, "available_cores", lambda: set(range(16)))
+    own, builds = cli_serve._split_cores(1)
+    cli_serve._serve_on(own)
+    me = threading.current_thread().name
+    assert asked == [(me, {0, 1, 2, 3}), (me, {15})]
+    assert own == {15} and builds == set(range(4, 15))
+    monkeypatch.setattr(pool, "available_cores", lambda: {0, 1})
+    asked.clear()
+    assert cli_serve._split_cores(1) == (set(), set())
+    cli_serve._serve_on(set())
+    assert asked == []

@@ -17,7 +17,7 @@
 #           problem, and solutions posing as another language; the languages installed under
 #           /opt/solbench-lang by scripts/carry-language.sh, each on its own solutions' path), select (the GPU tests matching GPU_K, a pytest -k),
 #           serve (the evaluation service under load: request latency, served throughput, times idle and loaded;
-#           needs the service's wheels in .whl: fastapi, starlette, uvicorn, h11, httpx, httpcore, prometheus_client)
+#           needs the service's wheels in .whl: fastapi, starlette, uvicorn, opentelemetry-api; docs/GPU.md lists them)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline (about 5 minutes for

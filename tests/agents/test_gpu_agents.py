@@ -21,7 +21,7 @@ from bench_agent_loop import GPU_KERNEL as TRITON  # noqa: E402
 
 TORCH = ("import torch\n\n\ndef run(x, weight, eps, out):\n    xf = x.float()\n"
          "    out.copy_((xf * torch.rsqrt((xf * xf).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype))\n")
-#: the built-in loop's model client is the `agents` extra's (openai): carried to the GPU machine as a wheel (docs/GPU.md)
+#: the built-in loop's model client is the `agents` extra's (openai), carried to the GPU machine as a wheel
 needs_openai = pytest.mark.skipif(importlib.util.find_spec("openai") is None,
                                   reason="the built-in loop needs the openai package (solbench[agents])")
 SKILL = "```markdown\n# SKILL\n- rmsnorm is memory bound: one pass per row, fp32 accumulation, no scratch\n```"

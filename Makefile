@@ -9,9 +9,10 @@ STAMP := $(VENV)/.solbench-installed
 demo: $(STAMP)
 	$(VENV)/bin/solbench run --suite starter
 
-# the CPU tests on every core (pytest-xdist); the GPU tests one at a time, below: timed tests never share a device
+# the CPU tests on every core (pytest-xdist; a core that runs out of tests takes some of another's: the tests' times
+# differ a hundredfold); the GPU tests one at a time, below: timed tests never share a device
 test: $(STAMP) browser
-	$(PY) -m pytest -q -n auto -m "not gpu"
+	$(PY) -m pytest -q -n auto --dist worksteal -m "not gpu"
 
 # the HTML report's browser test runs in Debian's chromium and its driver: installed here where apt can
 browser:

@@ -20,10 +20,10 @@
 #           needs the service's wheels in .whl: fastapi, starlette, uvicorn, opentelemetry-api; docs/GPU.md lists them)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
-# On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline (about 5 minutes for
-# the starter suite on the H200): `RUN_LIMIT=400 RUN_ARGS="--language triton" scripts/gpu-check.sh run` first, then
-# copy the returned gpu.db to .gpudb/gpu.db, carry .gpudb and .whl, and run the other stages, at most 10 minutes
-# of them per call (on 2026-12-01 `bundled` alone, 35 solutions, took about 8 minutes, `languages` 2). A change to
+# On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline ahead (about 100 s on the
+# H200), then evaluates about 10 to 12 s per solution: the whole starter suite needs a call of its own
+# (`RUN_LIMIT=560 scripts/gpu-check.sh run`, 2026-12-05), and so does `rerun`. Then copy the returned gpu.db to
+# .gpudb/gpu.db, carry .gpudb and .whl, and run the other stages, at most 10 minutes of them per call. A change to
 # a file of the harness digest (evaluate/baselines.py lists them; problems/inputs.py too) makes the cached
 # baselines stale. pytest runs verbose, so a stage stopped at its limit still reports its tests, and each failure's
 # report is printed when it happens (SOLBENCH_INSTAFAIL, tests/conftest.py).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -306,7 +307,9 @@ def main() -> None:
     try:
         from solbench.evaluate.trusted.keeper import end_with_signals
 
-        end_with_signals()  # trusted workers and their candidates end with this process, whatever ends it
+        # trusted workers and their candidates end with this process, whatever ends it; a batch system's SIGTERM
+        # (or a closed terminal's SIGHUP) is taken as Ctrl-C is: the command says what it had done
+        end_with_signals(gently=(signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as done:  # --help, --version, a command's exit status
@@ -320,9 +323,11 @@ def main() -> None:
             where += " " + sys.argv[1]  # the command whose options were at fault
         sys.stderr.write(f"error: {exc.format_message()} (`{where} --help` lists the options)\n")
         sys.exit(2)
-    except (KeyboardInterrupt, typer.Abort):
-        err.print("interrupted")
-        sys.exit(130)
+    except (KeyboardInterrupt, typer.Abort) as stop:  # Ctrl-C, or SIGTERM or SIGHUP (``Stopped``)
+        from solbench.evaluate.trusted.keeper import Stopped, exit_status
+
+        err.print("interrupted" + (f" ({stop})" if isinstance(stop, Stopped) else ""))
+        sys.exit(exit_status(stop))
     except Exception as exc:  # outside any command (parsing, start-up): still one line
         if os.environ.get("SOLBENCH_TRACEBACK") == "1":
             traceback.print_exc()

@@ -92,7 +92,7 @@ def run(
         evaluations = _evaluate_all(selected, options, store, run_id, mode, dict(
             device=device, gpus=gpus, slots=slots, address=address), dev, hw, jobs, db, build_jobs,
             quiet or as_json)
-    except KeyboardInterrupt:  # Ctrl-C: the run is marked interrupted and what it had done is shown
+    except KeyboardInterrupt as stop:  # Ctrl-C (or SIGTERM): the run is marked interrupted, what it did is shown
         store.conn.rollback()  # an evaluation half written when the signal came is not kept
         store.finish_run(run_id, "interrupted")
         done = [store.evaluation(i)[0] for i in store.evaluation_ids(run_id=run_id)]
@@ -100,9 +100,12 @@ def run(
             from solbench.cli_options import print_evaluations
 
             print_evaluations(done, wide)
-        err.print(f"interrupted: {len(done)} of {len(selected)} evaluations done; run {run_id} in {db} is marked "
+        from solbench.evaluate.trusted.keeper import Stopped, exit_status
+
+        by = f" ({stop})" if isinstance(stop, Stopped) else ""
+        err.print(f"interrupted{by}: {len(done)} of {len(selected)} evaluations done; run {run_id} in {db} is marked "
                   "interrupted")
-        raise typer.Exit(130) from None
+        raise typer.Exit(exit_status(stop)) from None
     store.finish_run(run_id)
     if as_json:
         print(json.dumps([e.public() for e in evaluations], indent=2, default=str))

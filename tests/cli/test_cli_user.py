@@ -78,7 +78,12 @@ def test_help_is_plain_and_mistakes_are_one_line():
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_a_run_keeps_what_was_done(tmp_path):
+@pytest.mark.parametrize("sig,status,said", [(signal.SIGINT, 130, "interrupted:"),
+                                              (signal.SIGTERM, 143, "interrupted (SIGTERM):")],
+                         ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_during_a_run_keeps_what_was_done(tmp_path, sig, status, said):
+    """Ctrl-C, or a batch system's (or `timeout`'s) SIGTERM: the run is marked interrupted and what it had done is
+    shown, with the signal's status."""
     db = tmp_path / "r.db"
     proc = subprocess.Popen([sys.executable, "-m", "solbench", "run", "--problem", "rmsnorm", "--problem",
                              "silu_and_mul", "--problem", "gelu_tanh_and_mul", "--language", "triton", "--device",
@@ -93,10 +98,10 @@ def test_ctrl_c_during_a_run_keeps_what_was_done(tmp_path):
         except sqlite3.Error:
             pass
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]
-    assert "interrupted:" in err and "marked interrupted" in err and "Traceback" not in err
+    assert proc.returncode == status, err[-2000:]
+    assert said in err and "marked interrupted" in err and "Traceback" not in err
     assert "rmsnorm / triton (triton)" in out  # what was done is shown
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT status FROM runs").fetchall() == [("interrupted",)]

@@ -192,17 +192,33 @@ def retire_all() -> None:
         retire_judge(device)
 
 
-def end_with_signals() -> None:
-    """On SIGTERM, SIGHUP or SIGINT, retire every trusted worker (their candidates die with them), then end as
-    the signal would have; SIGINT (Ctrl-C) as Python's KeyboardInterrupt, so that a command can still say what
-    it had done (``run`` marks its run interrupted and shows its evaluations so far). A SIGKILL cannot be
-    caught: then each worker's parent-death signal ends it."""
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP taken as Ctrl-C is (``end_with_signals``): the command says what it had done and the
+    process ends with the signal's status, 128 + its number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def exit_status(stop: BaseException) -> int:
+    """The status a process stopped by ``stop`` (a ``KeyboardInterrupt``, or ``Stopped``) ends with: 130 for
+    Ctrl-C, 143 for SIGTERM, 129 for SIGHUP."""
+    return 128 + int(getattr(stop, "signum", signal.SIGINT))
+
+
+def end_with_signals(gently: tuple[int, ...] = (signal.SIGINT,)) -> None:
+    """On SIGTERM, SIGHUP or SIGINT, retire every trusted worker (their candidates die with them), then end: a
+    signal in ``gently`` as Python's KeyboardInterrupt (SIGINT) or ``Stopped`` (the others), so that a command
+    can still say what it had done (``run`` marks its run interrupted and shows its evaluations so far), and a
+    second of it ends the process at once; any other as the signal would have. A SIGKILL cannot be caught: then
+    each worker's parent-death signal ends it."""
 
     def handler(signum, frame):
         retire_all()
-        if signum == signal.SIGINT:
-            signal.signal(signum, signal.default_int_handler)
-            raise KeyboardInterrupt
+        if signum in gently:
+            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+            raise KeyboardInterrupt if signum == signal.SIGINT else Stopped(signum)
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 

@@ -76,8 +76,13 @@ def guard(fn, command: str):
         _quiet_tracing()
         try:
             return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
+        except (typer.Exit, typer.Abort, SystemExit):
             raise
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM or SIGHUP taken as it: typer would end with 130, mute
+            from solbench.evaluate.trusted.keeper import Stopped, exit_status
+
+            sys.stderr.write("interrupted" + (f" ({stop})" if isinstance(stop, Stopped) else "") + "\n")
+            raise typer.Exit(exit_status(stop)) from None
         except BrokenPipeError:  # the reader went away (`| head`): nothing more to say
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(0) from None

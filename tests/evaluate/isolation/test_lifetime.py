@@ -60,7 +60,8 @@ def test_workers_and_candidates_die_with_the_runner(tmp_path, sig):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     runner = subprocess.Popen([sys.executable, "-m", "solbench.cli", "eval", "--problem", str(AXPY), "--solution",
                                str(sol), "--db", str(tmp_path / "r.db"), "--device", "cpu"],
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env=env)
     try:
         # the trusted worker, its zygote, the candidate's parent and the candidate itself (process 1 of its namespace)
         deadline = time.monotonic() + 90
@@ -74,7 +75,9 @@ def test_workers_and_candidates_die_with_the_runner(tmp_path, sig):
             time.sleep(0.2)
         assert len(family) >= 4, f"the evaluation did not get as far as a candidate: {family}"
         os.kill(runner.pid, sig)
-        runner.wait(timeout=30)
+        _, err = runner.communicate(timeout=30)
+        if sig == signal.SIGTERM:  # taken as Ctrl-C is: said in one line, and the signal's status
+            assert runner.returncode == 143 and err.strip().endswith("interrupted (SIGTERM)"), err[-2000:]
         deadline = time.monotonic() + 15
         while _alive(family) and time.monotonic() < deadline:
             time.sleep(0.2)

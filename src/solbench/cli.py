@@ -324,9 +324,9 @@ def main() -> None:
         sys.stderr.write(f"error: {exc.format_message()} (`{where} --help` lists the options)\n")
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort) as stop:  # Ctrl-C, or SIGTERM or SIGHUP (``Stopped``)
-        from solbench.evaluate.trusted.keeper import Stopped, exit_status
+        from solbench.evaluate.trusted.keeper import exit_status, interrupted
 
-        err.print("interrupted" + (f" ({stop})" if isinstance(stop, Stopped) else ""))
+        err.print(interrupted(stop))
         sys.exit(exit_status(stop))
     except Exception as exc:  # outside any command (parsing, start-up): still one line
         if os.environ.get("SOLBENCH_TRACEBACK") == "1":

@@ -100,11 +100,10 @@ def run(
             from solbench.cli_options import print_evaluations
 
             print_evaluations(done, wide)
-        from solbench.evaluate.trusted.keeper import Stopped, exit_status
+        from solbench.evaluate.trusted.keeper import exit_status, interrupted
 
-        by = f" ({stop})" if isinstance(stop, Stopped) else ""
-        err.print(f"interrupted{by}: {len(done)} of {len(selected)} evaluations done; run {run_id} in {db} is marked "
-                  "interrupted")
+        err.print(f"{interrupted(stop)}: {len(done)} of {len(selected)} evaluations done; run {run_id} in {db} is "
+                  "marked interrupted")
         raise typer.Exit(exit_status(stop)) from None
     store.finish_run(run_id)
     if as_json:

@@ -79,9 +79,9 @@ def guard(fn, command: str):
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM or SIGHUP taken as it: typer would end with 130, mute
-            from solbench.evaluate.trusted.keeper import Stopped, exit_status
+            from solbench.evaluate.trusted.keeper import exit_status, interrupted
 
-            sys.stderr.write("interrupted" + (f" ({stop})" if isinstance(stop, Stopped) else "") + "\n")
+            sys.stderr.write(interrupted(stop) + "\n")
             raise typer.Exit(exit_status(stop)) from None
         except BrokenPipeError:  # the reader went away (`| head`): nothing more to say
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -207,6 +207,11 @@ def exit_status(stop: BaseException) -> int:
     return 128 + int(getattr(stop, "signum", signal.SIGINT))
 
 
+def interrupted(stop: BaseException) -> str:
+    """How a command stopped by ``stop`` says so: "interrupted", or "interrupted (SIGTERM)"."""
+    return "interrupted" + (f" ({stop})" if isinstance(stop, Stopped) else "")
+
+
 def end_with_signals(gently: tuple[int, ...] = (signal.SIGINT,)) -> None:
     """On SIGTERM, SIGHUP or SIGINT, retire every trusted worker (their candidates die with them), then end: a
     signal in ``gently`` as Python's KeyboardInterrupt (SIGINT) or ``Stopped`` (the others), so that a command

@@ -183,7 +183,7 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
     evaluations = []
     try:
         if spare and theirs:
-            build_pool.pin_evaluation(mine)
+            build_pool.confine(mine)
             for pid in keeper.worker_pids():  # started before the split (``prestart_worker``): confined now
                 build_pool.pin_processes(pid, mine)
         with build_pool.BuildPool(builds, workers, theirs) as pool:
@@ -199,7 +199,7 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
                 evaluations.append(evaluate(prob, sol, EvalOptions(**options), store=store, run_id=run_id))
                 progress.advance(task)
     finally:
-        build_pool.pin_evaluation(before)
+        build_pool.confine(before)
     return evaluations
 
 

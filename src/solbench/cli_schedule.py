@@ -100,12 +100,12 @@ def _builds_ahead(jobs: list[tuple], options: dict, store, build_jobs: int | Non
     builds = build_pool.solution_builds(jobs, options["device"], store) if workers and theirs else []
     try:
         if workers and theirs:
-            build_pool.pin_evaluation(mine)
+            build_pool.confine(mine)
         with build_pool.BuildPool(builds, min(workers, sum(b is not None for b in builds)), theirs):
             compile_first([p for p, _ in jobs], options, store, workers, theirs, progress)
             yield
     finally:
-        build_pool.pin_evaluation(before)
+        build_pool.confine(before)
 
 
 def compile_first(problems: list, options: dict, store, workers: int, cores: set[int], progress) -> None:

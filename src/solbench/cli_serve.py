@@ -36,6 +36,7 @@ def serve(
     import uvicorn
 
     from solbench.cli_schedule import executor_for
+    from solbench.evaluate.native import pool
     from solbench.schedule.builds import BuildsAhead
     from solbench.schedule.queue import JobQueue
     from solbench.schedule.scheduler import Scheduler
@@ -55,7 +56,10 @@ def serve(
     own, cores = _split_cores(len(ex.slots)) if executor == "local" else (set(), set())  # Ray: a node's own
     back = sched.start()  # before the port opens: a second service on this database ends here, in one line
     ahead = BuildsAhead(queue, ex.slots[0].device, len(cores), cores).start() if cores else None
-    _serve_on(own)  # the slots' threads, started above, keep the evaluation's cores
+    # this thread (uvicorn's event loop, and the threads it starts) moves to a core of its own: requests are not
+    # answered late behind an evaluation's busy processes, nor run where a timing runs; the slots' threads,
+    # started above, keep the evaluation's cores
+    pool.confine(own)
     out.print(f"solbench serve: {len(ex.slots)} slot(s) ({', '.join(s.name for s in ex.slots)}), {db}"
               + (f"; {len(back)} job(s) left running by a previous service put back" if back else "")
               + (f"; native builds ahead on {len(cores)} core(s)" if cores else ""))
@@ -77,18 +81,9 @@ def _split_cores(slots: int) -> tuple[set[int], set[int]]:
     mine, theirs = pool.slot_split(slots)
     if not theirs:
         return set(), set()
-    pool.pin_evaluation(mine)
+    pool.confine(mine)
     own = {max(theirs)}
     return own, theirs - own
-
-
-def _serve_on(own: set[int]) -> None:
-    """Move this thread (uvicorn's event loop, and the threads it starts later) to a core of its own: requests are
-    not answered late behind an evaluation's busy processes, and do not run on the cores a timing uses."""
-    import os
-
-    if own:
-        os.sched_setaffinity(0, own)
 
 
 def quiet_collector() -> None:

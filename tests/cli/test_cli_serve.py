@@ -145,12 +145,12 @@ def test_the_server_answers_from_a_core_of_its_own_the_slots_keep_theirs(monkeyp
                                                                                  set(cores))))
     monkeypatch.setattr(pool, "available_cores", lambda: set(range(16)))
     own, builds = cli_serve._split_cores(1)
-    cli_serve._serve_on(own)
+    pool.confine(own)
     me = threading.current_thread().name
     assert asked == [(me, {0, 1, 2, 3}), (me, {15})]
     assert own == {15} and builds == set(range(4, 15))
     monkeypatch.setattr(pool, "available_cores", lambda: {0, 1})
     asked.clear()
     assert cli_serve._split_cores(1) == (set(), set())
-    cli_serve._serve_on(set())
+    pool.confine(set())
     assert asked == []

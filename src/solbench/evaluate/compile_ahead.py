@@ -35,6 +35,7 @@ from typing import Any, Callable
 from solbench import tempdirs
 from solbench.evaluate import lease
 from solbench.evaluate.baselines import default_baselines, harness_digest
+from solbench.evaluate.native.pool import confine
 from solbench.evaluate.runner import EVAL_PREFIX, EvalOptions, select_workloads, worker_job
 from solbench.evaluate.trusted import keeper
 from solbench.problems.problem import Problem
@@ -108,10 +109,6 @@ def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: s
     lock = threading.Lock()
     stop = threading.Event()
 
-    def confine() -> None:
-        if cores:
-            os.sched_setaffinity(0, cores)
-
     def run(unit: Ahead) -> dict[str, str]:
         if stop.is_set():
             return {}
@@ -127,7 +124,7 @@ def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: s
         return verdicts
 
     pool = ThreadPoolExecutor(max_workers=min(workers, len(units)), thread_name_prefix="solbench-compile",
-                              initializer=confine)
+                              initializer=confine, initargs=(cores,))
     out: dict[str, dict] = {a.problem.name: {} for a in aheads}
     try:
         for unit, future in [(u, pool.submit(run, u)) for u in units]:

@@ -14,7 +14,6 @@ and a job whose spec does not load is left to its slot, which says why.
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
@@ -67,8 +66,9 @@ class BuildsAhead:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _confine(self) -> None:
-        if self.cores:
-            os.sched_setaffinity(0, self.cores)
+        from solbench.evaluate.native.pool import confine
+
+        confine(self.cores)
 
     def scan(self) -> int:
         """Start the builds of queued jobs not looked at yet; how many were started."""

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from solbench.evaluate.native.pool import BuildPool, available_cores, pin_evaluation, split_cores
+from solbench.evaluate.native.pool import BuildPool, available_cores, confine, split_cores
 
 WAIT_S = 60.0  # a bound on waits for events that a correct pool sets at once
 
@@ -101,10 +101,10 @@ def test_the_runner_pins_itself_and_is_restored():
     before = available_cores()
     one = {min(before)}
     try:
-        pin_evaluation(one)
+        confine(one)
         assert available_cores() == one
     finally:
-        pin_evaluation(before)
+        confine(before)
     assert available_cores() == before
 
 

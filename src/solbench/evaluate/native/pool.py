@@ -65,10 +65,8 @@ class BuildPool:
             self._pool.submit(b) if self._pool is not None and b is not None else None for b in builds]
 
     def _confine(self) -> None:
-        """The build thread keeps to the builds' cores (Linux: the affinity of the calling thread, which the
-        compilers it starts inherit)."""
-        if self.cores:
-            os.sched_setaffinity(0, self.cores)
+        """The build thread keeps to the builds' cores (``confine``: the compilers it starts inherit them)."""
+        confine(self.cores)
         with self._lock:
             self.pinned[threading.current_thread().name] = set(os.sched_getaffinity(0))
 
@@ -94,9 +92,10 @@ class BuildPool:
         self.close()
 
 
-def pin_evaluation(cores: set[int]) -> None:
-    """Confine the calling thread (the runner's main thread) to the evaluation's cores: the trusted worker and the
-    candidates it starts from here on inherit them."""
+def confine(cores: set[int] | None) -> None:
+    """Confine the calling thread to ``cores`` (none: left as it is); the threads and processes it starts from
+    here on inherit them (the runner's main thread: the trusted worker and its candidates; a build thread: its
+    compilers)."""
     if cores:
         os.sched_setaffinity(0, cores)
 

@@ -154,3 +154,35 @@ def test_state_torch_keeps_in_its_classes_is_not_tamper(before):
         assert "torch.cuda.graph.__enter__" in tamper.tampered(before)
     finally:
         cls.__enter__ = original
+
+
+def test_the_quick_check_sees_what_a_snapshot_sees_and_takes_one_only_where_something_moved(monkeypatch):
+    """``Harness.changed``: no snapshot where the marks stand still; a change a snapshot sees is reported through
+    the marks (a function's code, a rebound name, a hook); a move a snapshot does not count re-marks."""
+    harness = tamper.Harness()
+    assert harness.changed() == ([], None)  # None: no snapshot was taken
+    cls = torch.cuda.graph
+    saved = vars(cls).get("default_capture_stream", None)
+    try:
+        cls.default_capture_stream = object()  # data torch keeps in its class: moves the marks, not a snapshot
+        found, now = harness.changed()
+        assert found == [] and now is not None
+        assert harness.changed() == ([], None)  # re-marked: no snapshot on the next check
+    finally:
+        cls.default_capture_stream = saved
+    f = calls.as_list
+    code = f.__code__
+    f.__code__ = (lambda result: [result]).__code__
+    try:
+        assert harness.changed()[0] == ["solbench.evaluate.boundary.calls.as_list"]
+    finally:
+        f.__code__ = code
+    monkeypatch.setattr(rounds, "time", type("FakeTime", (), {}))
+    assert "solbench.evaluate.timing.rounds.time" in harness.changed()[0]
+    monkeypatch.undo()
+    sys.setprofile(lambda *a: None)
+    try:
+        assert "hook.sys.getprofile" in harness.changed()[0]
+    finally:
+        sys.setprofile(None)
+    assert harness.changed()[0] == []

@@ -102,8 +102,8 @@ class Candidate:
         tamper.watch("channel", chan, mutable={"nonce"})
         if self.streams is not None:
             tamper.watch("streams", self.streams, mutable={"in_candidate", "timed"})
-        self.harness = tamper.snapshot()  # before any of the solution's code is imported
-        self.baseline = tamper.digest(self.harness)
+        self.harness = tamper.Harness()  # before any of the solution's code is imported
+        self.baseline = self.harness.digest
         self.fn = None
         if load.get("null"):
             self.fn = self._null
@@ -141,11 +141,10 @@ class Candidate:
             self.arenas[key] = arena_mod.attach(msg["arena"])
         return self.arenas[key]
 
-    def checked(self, now: dict[str, tuple] | None = None) -> tuple[list[str], str]:
+    def checked(self) -> tuple[list[str], str]:
         """This process's own evidence after the solution ran, and the harness digest the trusted side compares."""
-        now = tamper.snapshot() if now is None else now
         codes = []
-        changed = tamper.tampered(self.harness, now)
+        changed, now = self.harness.changed()
         if changed:
             codes.append("harness_tamper")
             print(f"solbench: harness changed: {', '.join(changed[:8])}", file=sys.stderr, flush=True)
@@ -155,7 +154,7 @@ class Candidate:
             codes.append("process_spawn")
         if not changed:  # then the comparable snapshot is the baseline itself (tamper.comparable)
             return codes, self.baseline
-        return codes, tamper.digest(tamper.comparable(self.harness, now))
+        return codes, tamper.digest(tamper.comparable(self.harness.snapshot, now))
 
     def sync(self) -> None:
         if self.cuda:

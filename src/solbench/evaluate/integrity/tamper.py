@@ -23,6 +23,8 @@ snapshot gains nothing, since the baseline is held outside its process.
 from __future__ import annotations
 
 import sys
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 HARNESS_PREFIXES = ("solbench.evaluate.", "solbench.problems.", "solbench.hardware.telemetry")
@@ -128,46 +130,160 @@ def _hooks(out: dict[str, tuple]) -> None:
             out["hook.torch.function_mode_enabled"] = ("=", str(c._is_torch_function_mode_enabled()))
 
 
-def snapshot() -> dict[str, tuple]:
-    out: dict[str, tuple] = {}
+def _sources():
+    """Every namespace a snapshot fingerprints, in order: (prefix, namespace, names skipped, what it keeps:
+    "all", "callables" or "methods" (callables, static and class methods, properties), whether the classes
+    defined in it are fingerprinted too)."""
     for name, mod in sorted(harness_modules().items()):
-        _namespace(name, dict(vars(mod)), out, skip=MUTABLE_GLOBALS)
+        yield name, vars(mod), MUTABLE_GLOBALS, "all", True
     for name in _STDLIB:
         mod = sys.modules.get(name)
         if mod is not None:
-            _namespace(f"std.{name}", {k: v for k, v in vars(mod).items() if callable(v)}, out, classes=False)
+            yield f"std.{name}", vars(mod), frozenset(), "callables", False
     numpy = sys.modules.get("numpy")
     if numpy is not None:  # the interpreter's kernels and the harness's store count run on numpy
-        _namespace("std.numpy", {k: v for k, v in vars(numpy).items() if callable(v)}, out, classes=False)
+        yield "std.numpy", vars(numpy), frozenset(), "callables", False
     for name, cls in (("triton.runtime.interpreter", "InterpreterBuilder"), ("triton.runtime.interpreter",
                       "InterpretedFunction"), ("triton.runtime.jit", "JITFunction")):
         mod = sys.modules.get(name)
         obj = getattr(mod, cls, None) if mod is not None else None
         if isinstance(obj, type):  # methods only: Triton keeps hooks and caches in class attributes
-            _namespace(f"{name}.{cls}", {k: v for k, v in vars(obj).items() if callable(v)
-                                         or isinstance(v, (staticmethod, classmethod, property))}, out, classes=False)
+            yield f"{name}.{cls}", vars(obj), frozenset(), "methods", False
     torch = sys.modules.get("torch")
     if torch is not None:
-        _namespace("torch", {k: v for k, v in vars(torch).items() if callable(v)}, out, classes=False)
+        yield "torch", vars(torch), frozenset(), "callables", False
         rt = sys.modules.get("torch.return_types")
         if rt is not None:
-            _namespace("torch.return_types", dict(vars(rt)), out, classes=False)
-        _namespace("torch.Tensor", dict(vars(torch.Tensor)), out, classes=False)
-        _namespace("torch._C.TensorBase", {k: v for k, v in vars(torch._C.TensorBase).items()}, out, classes=False)
+            yield "torch.return_types", vars(rt), frozenset(), "all", False
+        yield "torch.Tensor", vars(torch.Tensor), frozenset(), "all", False
+        yield "torch._C.TensorBase", vars(torch._C.TensorBase), frozenset(), "all", False
         cuda = getattr(torch, "cuda", None)
         if cuda is not None:
-            _namespace("torch.cuda", {k: v for k, v in vars(cuda).items() if callable(v)}, out, classes=False)
+            yield "torch.cuda", vars(cuda), frozenset(), "callables", False
             for cls in ("Event", "Stream", "CUDAGraph", "graph"):
                 obj = getattr(cuda, cls, None)
                 if isinstance(obj, type):  # their methods: torch keeps state of its own in class attributes
                     # (torch.cuda.graph.default_capture_stream is set at the first capture)
-                    _namespace(f"torch.cuda.{cls}", {k: v for k, v in vars(obj).items() if callable(v)
-                                                     or isinstance(v, (staticmethod, classmethod, property))},
-                               out, classes=False)
-    _hooks(out)
+                    yield f"torch.cuda.{cls}", vars(obj), frozenset(), "methods", False
     for name, (obj, mutable) in list(_watched.items()):
-        _namespace(f"watched.{name}", dict(vars(obj)), out, skip=mutable, classes=False)
+        yield f"watched.{name}", vars(obj), mutable, "all", False
+
+
+def _keeps(keep: str, v: Any) -> bool:
+    """Whether a namespace that keeps ``keep`` fingerprints ``v`` (``_sources``)."""
+    if keep == "all":
+        return True
+    return callable(v) or (keep == "methods" and isinstance(v, (staticmethod, classmethod, property)))
+
+
+def _kept(ns, keep: str) -> dict[str, Any]:
+    return dict(ns) if keep == "all" else {k: v for k, v in ns.items() if _keeps(keep, v)}
+
+
+def _spaces():
+    """``_sources``, each harness module's own classes after it as namespaces of their own: (prefix, namespace,
+    names skipped, what it keeps)."""
+    for prefix, ns, skip, keep, classes in _sources():
+        yield prefix, ns, skip, keep
+        if classes:
+            module = ns.get("__name__")
+            for name, value in list(ns.items()):
+                if name not in skip and isinstance(value, type) and getattr(value, "__module__", "") == module:
+                    yield f"{prefix}.{name}", vars(value), frozenset(), "all"
+
+
+def snapshot() -> dict[str, tuple]:
+    out: dict[str, tuple] = {}
+    for prefix, ns, skip, keep in _spaces():
+        _namespace(prefix, _kept(ns, keep), out, skip=skip, classes=False)
+    _hooks(out)
     return out
+
+
+_FN_PARTS = attrgetter("__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__")
+
+
+def _deep(v: Any) -> tuple | None:
+    """What of ``v`` besides its identity a snapshot fingerprints (a function's code, defaults, globals and
+    closure), or None where that is nothing."""
+    if type(v) is _FUNCTION:
+        return (id(v.__code__), id(v.__defaults__), id(v.__kwdefaults__), id(v.__globals__), id(v.__closure__))
+    if type(v) in _OPAQUE_TYPES or isinstance(v, _IMMUTABLE):
+        return None
+    fp = _fingerprint(v)
+    return fp if len(fp) > 1 else None
+
+
+class _Space:
+    """One namespace's marks: its names and the identities and types of its values, and the deep fingerprints
+    (``_deep``) of those that had one when the marks were taken (read at C speed for plain functions)."""
+
+    def __init__(self, prefix: str, ns, skip: frozenset[str], keep: str):
+        self.prefix = prefix
+        self.names, values = _names_values(ns, skip)
+        at = [i for i, v in enumerate(values) if _keeps(keep, v) and _deep(v) is not None]
+        self.fns = tuple(i for i in at if type(values[i]) is _FUNCTION)
+        self.others = tuple(i for i in at if type(values[i]) is not _FUNCTION)
+        self.marks = self._read(values)
+
+    def _read(self, values: tuple) -> tuple:
+        fns = (values[i] for i in self.fns)
+        return (tuple(map(id, values)), tuple(map(id, map(type, values))),
+                tuple(map(id, chain.from_iterable(map(_FN_PARTS, fns)))),
+                tuple(_deep(values[i]) for i in self.others))
+
+    def still(self, prefix: str, ns, skip: frozenset[str]) -> bool:
+        names, values = _names_values(ns, skip)
+        return prefix == self.prefix and names == self.names and self._read(values) == self.marks
+
+
+def _names_values(ns, skip: frozenset[str]) -> tuple[tuple, tuple]:
+    if skip:
+        names = tuple(k for k in ns if k not in skip)
+        return names, tuple(ns[k] for k in names)
+    return tuple(ns), tuple(ns.values())
+
+
+class Harness:
+    """The harness as it was when made (before the solution's code was imported): its snapshot and that
+    snapshot's digest, and whether anything changed since (``changed``).
+
+    A snapshot costs milliseconds, and the candidate's process answers every command with a check. So the
+    check first compares marks (``_Space``): per namespace its names, the identities and types of its values
+    and the functions' code, defaults, globals and closure, and the hooks. Where they are unchanged, a
+    snapshot would be too (it is made of nothing else but an object's gaining code it did not have, which
+    changes no call); where they moved, a snapshot decides."""
+
+    def __init__(self):
+        self.snapshot = snapshot()
+        self.digest = digest(self.snapshot)
+        self._marks()
+
+    def _marks(self) -> None:
+        self.spaces = [_Space(*space) for space in _spaces()]
+        self.hooks: dict[str, tuple] = {}
+        _hooks(self.hooks)
+
+    def _still(self) -> bool:
+        spaces = iter(self.spaces)
+        for prefix, ns, skip, _ in _spaces():
+            space = next(spaces, None)
+            if space is None or not space.still(prefix, ns, skip):
+                return False
+        hooks: dict[str, tuple] = {}
+        _hooks(hooks)
+        return next(spaces, None) is None and hooks == self.hooks
+
+    def changed(self) -> tuple[list[str], dict[str, tuple] | None]:
+        """The names changed since (``tampered``), and the snapshot taken now, or None where the marks show
+        nothing moved."""
+        if self._still():
+            return [], None
+        now = snapshot()
+        found = tampered(self.snapshot, now)
+        if not found:  # moved, but nothing a snapshot sees: the next check compares with new marks
+            self._marks()
+        return found, now
 
 
 def digest(snap: dict[str, tuple]) -> str:

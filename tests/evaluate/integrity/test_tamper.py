@@ -174,7 +174,7 @@ def test_the_quick_check_sees_what_a_snapshot_sees_and_takes_one_only_where_some
     code = f.__code__
     f.__code__ = (lambda result: [result]).__code__
     try:
-        assert harness.changed()[0] == ["solbench.evaluate.boundary.calls.as_list"]
+        assert "solbench.evaluate.boundary.calls.as_list" in harness.changed()[0]  # and where it is imported
     finally:
         f.__code__ = code
     monkeypatch.setattr(rounds, "time", type("FakeTime", (), {}))

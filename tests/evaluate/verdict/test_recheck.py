@@ -1,0 +1,106 @@
+"""A timed call's re-check (``stages.WorkloadJudging.recheck``): judged against the fp64 anchor alone where that
+suffices, with the reference's own call only where it does not, and never a different verdict for it."""
+
+import contextlib
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solbench.evaluate.verdict.correctness import compare, tolerance_for
+from solbench.evaluate.verdict.elementwise import within
+from solbench.evaluate.verdict.stages import WorkloadJudging
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**31), dtype=st.sampled_from(["float32", "bfloat16", "float16"]),
+       ref_off=st.floats(0, 0.05), got_off=st.floats(0, 0.05), bad=st.integers(0, 40),
+       special=st.sampled_from([None, "nan", "inf", "zeros", "anchor_inf"]), cap=st.sampled_from([None, 0.01]))
+def test_what_passes_against_the_anchor_alone_passes_the_full_check(seed, dtype, ref_off, got_off, bad, special,
+                                                                     cap):
+    g = torch.Generator().manual_seed(seed)
+    dt = getattr(torch, dtype)
+    anchor = torch.randn(200, generator=g, dtype=torch.float64)
+    ref = (anchor + ref_off * torch.randn(200, generator=g, dtype=torch.float64)).to(dt)
+    got = (anchor + got_off * torch.randn(200, generator=g, dtype=torch.float64)).to(dt)
+    got[:bad] += 1.0
+    if special == "nan" or special == "inf":
+        got[seed % 200] = float(special)
+    elif special == "zeros":
+        got.zero_()
+    elif special == "anchor_inf":
+        anchor[seed % 200] = float("inf")
+    tol = [tolerance_for(dtype).model_copy(update={"max_abs_error": cap})]
+    quick = within(got, anchor, dt, tol[0].atol, tol[0].rtol, cap)
+    strict = compare([got], [anchor], [anchor], ["o"], [dt], tol)
+    full = compare([got], [ref], [anchor], ["o"], [dt], tol)
+    assert full.ok or not strict.ok
+    assert strict.ok or not quick
+
+
+class _Ctx:
+    def __init__(self, fn):
+        self.fn, self.reference_calls = fn, 0
+
+    def anchor_of(self, given):
+        return [self.fn(*[x.double() for x in given])]
+
+    def reference_of(self, given):
+        self.reference_calls += 1
+        return [self.fn(*given)], self.anchor_of(given)
+
+
+def _judging(dtype: torch.dtype, fn=lambda x: x * 3):
+    j = object.__new__(WorkloadJudging)  # the stages a re-check uses, on a context of its own
+    j.ctx = _Ctx(fn)
+    j.names, j.dtypes, j.modes = ["y"], [dtype], [None]
+    j.tols = [tolerance_for(str(dtype).removeprefix("torch."))]
+    j.input_names, j.inplace = ["x"], []
+    j.ph = lambda name: contextlib.nullcontext()
+    j.ctx.accept = None
+    return j
+
+
+def test_a_right_output_is_rechecked_without_the_references_own_call():
+    j = _judging(torch.float32)
+    x = torch.randn(64)
+    assert j.recheck([x * 3], [x], [x.clone()]) is None
+    assert j.ctx.reference_calls == 0
+
+
+def test_a_wrong_output_still_costs_the_full_check_and_fails_it():
+    j = _judging(torch.float32)
+    x = torch.randn(64)
+    bad = j.recheck([x * 3 + 1], [x], [x.clone()])
+    assert bad is not None and bad[0] == "output_recheck" and j.ctx.reference_calls == 1
+
+
+def test_integer_outputs_are_always_held_against_the_reference():
+    j = _judging(torch.int64, fn=lambda x: x.argmax().view(1))
+    x = torch.randn(64)
+    assert j.recheck([x.argmax().view(1)], [x], [x.clone()]) is None
+    assert j.ctx.reference_calls == 1
+
+
+def test_a_mutated_input_is_still_found():
+    j = _judging(torch.float32)
+    x = torch.randn(64)
+    after = x.clone()
+    after[0] += 1
+    bad = j.recheck([x * 3], [x], [after])
+    assert bad is not None and bad[0] == "input_mutation"
+
+
+def test_the_quick_test_reads_every_chunk_of_a_large_output():
+    from solbench.evaluate.verdict.elementwise import CPU_CHUNK
+
+    anchor = torch.randn(2 * CPU_CHUNK + 5, dtype=torch.float64)
+    got = anchor.float()
+    assert within(got, anchor, torch.float32, 1e-5, 1e-4, None)
+    bad = got.clone()
+    bad[-1] += 1.0  # in the last chunk only
+    assert not within(bad, anchor, torch.float32, 1e-5, 1e-4, None)
+    assert not compare([bad], [anchor], [anchor], ["o"], [torch.float32], [tolerance_for("float32")]).ok
+    zeros = torch.zeros_like(got)
+    tiny = torch.full_like(anchor, 1e-7)  # within atol of zero everywhere, but not all zero
+    assert not within(zeros, tiny, torch.float32, 1e-5, 1e-4, None)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
-import sys
 
 import pytest
 
 from solbench.agents.starters import starter_files
 from solbench.problems.suite import select_problems
+from tests import forkcli
 from tests.paths import ROOT
 
 LANGS = ("triton", "cuda_cpp", "cute_dsl", "tilelang", "tvm_tirx", "pytorch")
@@ -53,11 +52,9 @@ def test_show_language_prints_the_starter():
     env = {"PYTHONPATH": str(ROOT / "src")}
     import os
 
-    res = subprocess.run([sys.executable, "-m", "solbench", "show", "rmsnorm", "--language", "cuda_cpp", "--json"],
-                         capture_output=True, text=True, env={**os.environ, **env}, stdin=subprocess.DEVNULL)
+    res = forkcli.run("show", "rmsnorm", "--language", "cuda_cpp", "--json", env={**os.environ, **env})
     assert res.returncode == 0, res.stderr
     files = json.loads(res.stdout)
     assert "void run(torch::Tensor x, torch::Tensor weight, double eps, torch::Tensor out)" in files["main.cpp"]
-    bad = subprocess.run([sys.executable, "-m", "solbench", "show", "rmsnorm", "--language", "fortran"],
-                         capture_output=True, text=True, env={**os.environ, **env}, stdin=subprocess.DEVNULL)
+    bad = forkcli.run("show", "rmsnorm", "--language", "fortran", env={**os.environ, **env})
     assert bad.returncode == 2 and "Traceback" not in bad.stderr

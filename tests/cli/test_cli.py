@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from solbench.cli import app
+from tests import forkcli
 from tests.paths import AXPY, FIXTURES, ROOT, SOLUTIONS
 
 KB = FIXTURES / "kernelbench"
@@ -18,8 +19,8 @@ PEER = FIXTURES / "peer" / "triton_axpby_relu"
 
 
 def solbench(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "solbench", *args], capture_output=True, text=True, cwd=cwd,
-                          stdin=subprocess.DEVNULL, timeout=300)
+    """``python -m solbench ARGS`` (``forkcli``: forked from a process that has imported the command line)."""
+    return forkcli.run(*args, cwd=cwd, timeout=300)
 
 
 def invoke(*args):

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tests import forkcli
 from tests.cli.test_cli import solbench
 from tests.paths import AXPY, ROOT, SOLUTIONS
 
@@ -47,8 +48,7 @@ def test_the_cpu_demo_says_once_what_needs_a_gpu_and_runs_can_be_shown_again(tmp
     assert again.returncode == 0 and "rmsnorm / triton (triton)" in again.stdout
     rows = solbench("show-run", "1", "--db", db, "--csv").stdout.splitlines()
     assert rows[0].startswith("run,evaluation,problem") and len(rows) == 6
-    wide = subprocess.run([sys.executable, "-m", "solbench", "show-run", "1", "--db", db], capture_output=True,
-                          text=True, env=dict(os.environ, COLUMNS="120"), stdin=subprocess.DEVNULL, timeout=120)
+    wide = forkcli.run("show-run", "1", "--db", db, env=dict(os.environ, COLUMNS="120"), timeout=120)
     assert max(map(len, wide.stdout.splitlines())) > 80 and all(len(ln) <= 120 for ln in wide.stdout.splitlines())
 
 
@@ -147,9 +147,8 @@ def test_compare_by_hardware_says_when_a_chip_was_only_scored_against(tmp_path):
         store.add_evaluation(e, "{}")
     data = compare_rows(tmp_path / "r.db", "hardware")
     assert data["columns"] == ["cpu", "h200 (ran on the CPU)"]
-    res = subprocess.run([sys.executable, "-m", "solbench", "compare", "--by", "hardware", "--db",
-                          str(tmp_path / "r.db")], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                         timeout=120, env=dict(os.environ, COLUMNS="200"))
+    res = forkcli.run("compare", "--by", "hardware", "--db", tmp_path / "r.db", timeout=120,
+                      env=dict(os.environ, COLUMNS="200"))
     assert "x eager" in res.stdout and "SOL" in res.stdout
 
 

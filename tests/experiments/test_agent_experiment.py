@@ -16,6 +16,7 @@ import pytest
 
 from solbench.evaluate.isolation.sandbox import namespaces_available
 from tests.agents.agents_loopback import LoopbackServer, delay, language_model
+from tests import forkcli
 from tests.paths import AXPY, ROOT, SCRIPTED_AGENT, TESTS
 
 TORCH = "import torch\n\n\ndef run(x, y, alpha, out):\n    torch.add(y, x, alpha=alpha, out=out)\n"
@@ -53,10 +54,8 @@ def _models(tmp_path: Path, url: str) -> Path:
     return p
 
 
-def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    return subprocess.run([sys.executable, "-m", "solbench", *args], capture_output=True, text=True, env=env,
-                          stdin=subprocess.DEVNULL, timeout=600, **kw)
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return forkcli.run(*args, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")), timeout=600)
 
 
 def test_transfer_cli_four_arms_and_statistics(tmp_path):

@@ -186,3 +186,9 @@ def test_the_quick_check_sees_what_a_snapshot_sees_and_takes_one_only_where_some
     finally:
         sys.setprofile(None)
     assert harness.changed()[0] == []
+
+
+def test_a_function_replaced_by_a_builtin_is_reported_not_raised(monkeypatch):
+    harness = tamper.Harness()
+    monkeypatch.setattr(calls, "as_list", len)
+    assert "solbench.evaluate.boundary.calls.as_list" in harness.changed()[0]

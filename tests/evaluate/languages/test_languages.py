@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from solbench.evaluate.languages import get_language
 from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.problems.problem import load_problem
 from solbench.problems.solution import load_solution
+from tests import forkcli
 from tests.paths import AXPY, FIXTURES, ROOT
 
 SOL_EXECBENCH = ("pytorch", "triton", "cute_dsl", "cutile", "cudnn_frontend", "cuda_cpp", "cutlass", "cudnn", "cublas")
@@ -56,10 +55,8 @@ def test_a_missing_package_names_the_install_command():
 
 
 def test_the_cli_says_unsupported_in_one_line(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "solbench", "eval", "--problem", str(AXPY), "--solution",
-                          str(_solution(tmp_path, "cute_dsl")), "--device", "cpu", "--db", str(tmp_path / "r.db"),
-                          "--json"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    res = forkcli.run("eval", "--problem", AXPY, "--solution", _solution(tmp_path, "cute_dsl"), "--device", "cpu",
+                      "--db", tmp_path / "r.db", "--json", env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert res.returncode == 0, res.stderr
     ev = json.loads(res.stdout[res.stdout.index("{"):])
     assert ev["verdict"] == "unsupported" and "Traceback" not in res.stderr

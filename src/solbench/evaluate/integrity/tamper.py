@@ -221,20 +221,27 @@ class _Space:
     def __init__(self, prefix: str, ns, skip: frozenset[str], keep: str):
         self.prefix = prefix
         self.names, values = _names_values(ns, skip)
+        self.ids, self.types = _identities(values)
         at = [i for i, v in enumerate(values) if _keeps(keep, v) and _deep(v) is not None]
         self.fns = tuple(i for i in at if type(values[i]) is _FUNCTION)
         self.others = tuple(i for i in at if type(values[i]) is not _FUNCTION)
-        self.marks = self._read(values)
+        self.deep = self._deep(values)
 
-    def _read(self, values: tuple) -> tuple:
+    def _deep(self, values: tuple) -> tuple:
+        """The deep fingerprints at the marked positions (where every value has its marked type)."""
         fns = (values[i] for i in self.fns)
-        return (tuple(map(id, values)), tuple(map(id, map(type, values))),
-                tuple(map(id, chain.from_iterable(map(_FN_PARTS, fns)))),
+        return (tuple(map(id, chain.from_iterable(map(_FN_PARTS, fns)))),
                 tuple(_deep(values[i]) for i in self.others))
 
     def still(self, prefix: str, ns, skip: frozenset[str]) -> bool:
         names, values = _names_values(ns, skip)
-        return prefix == self.prefix and names == self.names and self._read(values) == self.marks
+        if prefix != self.prefix or names != self.names or _identities(values) != (self.ids, self.types):
+            return False
+        return self._deep(values) == self.deep  # the same types: a function's position holds a function
+
+
+def _identities(values: tuple) -> tuple[tuple, tuple]:
+    return tuple(map(id, values)), tuple(map(id, map(type, values)))
 
 
 def _names_values(ns, skip: frozenset[str]) -> tuple[tuple, tuple]:

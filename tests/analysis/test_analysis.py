@@ -122,19 +122,16 @@ def test_roofline_bound(work, bound, seconds):
     assert s.bound == bound and s.sol_s == pytest.approx(seconds)
 
 
-def test_every_bundled_workload_has_a_bound_on_every_chip_quickly():
-    import time
-
+def test_every_bundled_workload_has_a_bound_on_every_chip():
+    """Work counted on fake tensors for every workload of every bundled problem, T_SOL > 0 on every registered
+    chip (the whole analysis's speed is benchmarks/bench_analysis.py's)."""
     from solbench.hardware.registry import list_hardware
     from solbench.problems.suite import all_problems
 
-    t0 = time.perf_counter()
-    chips = list_hardware()
+    chips = [hw.ceilings() for hw in list_hardware()]
     for p in all_problems():
         for w in p.workloads:
             work = count_work(p, w)
             assert work.bytes > 0, (p.name, w.uuid)
-            for hw in chips:
-                s = sol_time(work, hw.ceilings())
-                assert s.sol_s > 0
-    assert time.perf_counter() - t0 < 120
+            for c in chips:
+                assert sol_time(work, c).sol_s > 0

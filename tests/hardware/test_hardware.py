@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -240,10 +239,7 @@ def test_refine_cpu_flags(monkeypatch):
 # ---------------------------------------------------------------- calibration
 
 def test_calibrate_cpu_quick():
-    t0 = time.perf_counter()
     cal = calibrate("cpu", quick=True)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 30, f"quick CPU calibration took {elapsed:.1f} s"
     assert isinstance(cal, Calibration)
     assert cal.hardware == "cpu" and cal.timer == "perf_counter"
     patterns = {m.pattern for m in cal.measurements}

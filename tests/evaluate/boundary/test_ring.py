@@ -92,5 +92,8 @@ def test_sentinels_are_found_and_partial_writes_are_not_unwritten():
 
 
 def test_capacity_is_bounded_by_memory_and_by_the_cap():
-    assert ring.capacity(1 << 10, torch.device("cpu"), 1 << 10) == ring.MAX_SLOTS_CPU
-    assert ring.capacity(3 << 30, torch.device("cpu"), 0) == 1
+    cpu = torch.device("cpu")
+    assert ring.capacity(1 << 10, cpu, 1 << 10) == ring.MAX_SLOTS_CPU == 32  # small: rounds of 32 calls
+    assert ring.capacity(50 << 20, cpu, 50 << 20) == 10  # 100 MB a slot: what 1 GiB holds
+    assert ring.capacity(400 << 20, cpu, 400 << 20) == 5  # 800 MB a slot: what 4 GiB holds, up to 8
+    assert ring.capacity(3 << 30, cpu, 0) == 1

@@ -25,7 +25,13 @@ import torch
 from solbench.evaluate.boundary.arena import ALIGN, dtype_from_name, nbytes_for, raw_nbytes, view
 
 MAX_SLOTS_GPU = 64
-MAX_SLOTS_CPU = 8
+#: on the CPU: up to ``MAX_SLOTS_CPU`` slots while the ring and its pristine copies stay within ``RING_BYTES_CPU``
+#: (a small workload's rounds: each exchange with the candidate paid for more calls), and up to
+#: ``SLOTS_CPU_LARGE`` within ``RING_BYTES_CPU_LARGE`` (a large workload's)
+MAX_SLOTS_CPU = 32
+RING_BYTES_CPU = 1 << 30
+SLOTS_CPU_LARGE = 8
+RING_BYTES_CPU_LARGE = 4 << 30
 BOOL_SENTINEL = 2  # a byte no honest boolean holds
 
 
@@ -56,14 +62,16 @@ RING_BYTES_GPU = 8 << 30
 
 
 def capacity(slot_bytes: int, device: torch.device, pristine_bytes: int) -> int:
-    """How many slots a round gets: an eighth of the device's free memory at most (no more than
-    ``RING_BYTES_GPU``) for the arena and the pristine copies together, and never more than the cap."""
+    """How many slots a round gets: on the GPU an eighth of the device's free memory at most (no more than
+    ``RING_BYTES_GPU``) for the arena and the pristine copies together, on the CPU as ``MAX_SLOTS_CPU`` says,
+    and never more than the cap."""
     per_slot = max(1, slot_bytes + pristine_bytes)
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         budget = min(free // 8, RING_BYTES_GPU)
         return max(1, min(MAX_SLOTS_GPU, budget // per_slot))
-    return max(1, min(MAX_SLOTS_CPU, (4 << 30) // per_slot))
+    small, large = RING_BYTES_CPU // per_slot, min(SLOTS_CPU_LARGE, RING_BYTES_CPU_LARGE // per_slot)
+    return max(1, min(MAX_SLOTS_CPU, max(small, large)))
 
 
 @dataclass

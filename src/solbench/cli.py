@@ -221,12 +221,18 @@ def eval_cmd(
 
     Examples: `solbench eval --problem rmsnorm --solution my_kernel.py`, `solbench eval --problem rmsnorm
     --solution sol.json --device cuda --json`, `solbench eval --replay 12`."""
+    from solbench.problems.problem import load_problem
+    from solbench.problems.solution import Solution, load_solution
+
+    if replay is None:  # a mistake in the problem or the solution is said before any worker starts
+        if problem is None or solution is None:
+            raise UserError("eval needs --problem and --solution (or --replay ID)")
+        prob = load_problem(problem)
+        sol = load_solution(solution, prob.definition)
     prestart_worker(device)
     from solbench.evaluate.runner import EvalOptions, evaluate
     from solbench.evaluate.timing.rounds import TimingConfig
     from solbench.hardware.registry import get_hardware
-    from solbench.problems.problem import load_problem
-    from solbench.problems.solution import Solution, load_solution
     from solbench.store.db import Store
 
     store = Store(db)
@@ -246,10 +252,6 @@ def eval_cmd(
                            baselines=(), time_candidate=False, heldout=n_heldout,
                            progress=_progress_printer(not quiet and not as_json))
     else:
-        if problem is None or solution is None:
-            raise UserError("eval needs --problem and --solution (or --replay ID)")
-        prob = load_problem(problem)
-        sol = load_solution(solution, prob.definition)
         opts = EvalOptions(device=resolve_device(device), draws=draws, workloads=list(workload) if workload else None,
                            use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_mode(profile_dsl),
                            timing=TimingConfig(hold=hold), progress=_progress_printer(not quiet and not as_json),

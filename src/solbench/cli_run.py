@@ -63,19 +63,21 @@ def run(
     `solbench run --check-only --jobs 4`, `solbench run --executor local --gpus 0,1`."""
     from solbench.cli_options import err, out, prestart_worker, profile_mode, resolve_device, stored_calibration
 
+    from solbench.problems.problem import load_problem
+
     mode = executor_mode(executor, device, gpus, slots, jobs)
+    if jobs > 1 and not check_only:
+        raise UserError("--jobs needs --check-only: timed evaluations never share a device")
+    named = [load_problem(p) for p in problem or []]  # a mistake in a name is said before any worker starts
     if jobs == 1 and mode == "inline":  # evaluations one after another in this process: its worker starts now
         prestart_worker(device)
     from solbench.evaluate.timing.rounds import TimingConfig
     from solbench.hardware.registry import detect
-    from solbench.problems.problem import load_problem
     from solbench.problems.suite import select_problems
     from solbench.store.db import Store
 
-    if jobs > 1 and not check_only:
-        raise UserError("--jobs needs --check-only: timed evaluations never share a device")
     dev = resolve_device(device)
-    problems = [load_problem(p) for p in problem] if problem else select_problems(suite=suite, family=family)
+    problems = named or select_problems(suite=suite, family=family)
     selected = select_examples(problems, language)
     if not selected:
         raise UserError("no example solutions to run in the selected problems")

@@ -158,6 +158,26 @@ def test_user_errors_in_every_command_are_one_line(tmp_path, args, needle):
     assert needle in one_line(r.stderr)
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["eval", "--problem", str(AXPY), "--solution", "/nonexistent/sol.py", "--device", "cpu"], "not found"),
+    (["eval", "--problem", "no_such_problem", "--solution", "/nonexistent/sol.py", "--device", "cpu"],
+     "unknown problem"),
+    (["run", "--problem", "no_such_problem", "--device", "cpu"], "unknown problem"),
+    (["run", "--jobs", "2", "--device", "cpu"], "needs --check-only"),
+])
+def test_a_mistake_is_said_before_any_worker_starts(monkeypatch, args, needle):
+    import solbench.cli as cli
+    import solbench.cli_options as options
+
+    def started(device):
+        raise AssertionError("a trusted worker was started for a command line that cannot run")
+
+    monkeypatch.setattr(cli, "prestart_worker", started)
+    monkeypatch.setattr(options, "prestart_worker", started)
+    r = invoke(*args)
+    assert r.exit_code == 2 and needle in one_line(r.stderr)
+
+
 def test_solbench_own_failure_is_one_line_exit_2(monkeypatch):
     import solbench.problems.suite as suite
 

@@ -62,7 +62,6 @@ def run(
     Examples: `solbench run` (the starter suite), `solbench run --family norm --language triton`,
     `solbench run --check-only --jobs 4`, `solbench run --executor local --gpus 0,1`."""
     from solbench.cli_options import err, out, prestart_worker, profile_mode, resolve_device, stored_calibration
-
     from solbench.problems.problem import load_problem
 
     mode = executor_mode(executor, device, gpus, slots, jobs)

@@ -8,7 +8,8 @@
 #           Triton gelu_tanh_and_mul example), fast (the GPU test set but the bundled examples and the languages stage's), bundled (every starter
 #           example on the GPU, baselines included), run (the main job; RUN_ARGS, e.g. "--language cuda_cpp
 #           --baselines none"), rerun (the main job again: `run rerun` gives the fresh and the cached figure),
-#           bench, ncu, calibrate, floor, start, probe,
+#           bench, ncu, calibrate, floor, start, probe, checks (the evaluation's own checks timed in-process on
+#           this host: benchmarks/bench_checks.py),
 #           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without),
 #           profcost (what the language proof's profiler adds per solution: PROFCOST_N solutions, off and on),
 #           isolation (which step of the candidate's sandbox this machine's CUDA tolerates, start and IPC),
@@ -115,6 +116,7 @@ for stage in "${stages[@]}"; do
     calibrate) timeout 120 python3 -m solbench.cli calibrate --device cuda --db "$SOLBENCH_GPU_DB" </dev/null \
              2>&1 | tee "$OUT/calibrate.txt" ;;
     floor) timeout 120 python3 benchmarks/launch_floor.py </dev/null 2>&1 | tee "$OUT/floor.txt" ;;
+    checks) timeout ${CHECKS_LIMIT:-120} python3 benchmarks/bench_checks.py </dev/null 2>&1 | tee "$OUT/checks.txt" ;;
     start) timeout 120 python3 benchmarks/bench_worker_start.py --device cuda </dev/null 2>&1 | tee "$OUT/start.txt" ;;
     isolation) { timeout 100 python3 benchmarks/probe_isolation.py; timeout 100 python3 benchmarks/probe_isolation.py \
              --ipc; } </dev/null 2>&1 | tee "$OUT/isolation.txt" ;;

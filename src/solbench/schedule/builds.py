@@ -18,6 +18,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
+from solbench.evaluate.native.pool import confine
 from solbench.schedule.jobs import Job
 from solbench.schedule.queue import JobQueue
 
@@ -50,7 +51,7 @@ class BuildsAhead:
         self.seen: set[int] = set()
         self.built: list[int] = []  # job ids whose build ahead ended, in order
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="solbench-build-ahead",
-                                        initializer=self._confine)
+                                        initializer=confine, initargs=(self.cores,))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="builds-ahead", daemon=True)
 
@@ -64,11 +65,6 @@ class BuildsAhead:
             self.queue.changed.notify_all()
         self._thread.join(timeout=30)
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-    def _confine(self) -> None:
-        from solbench.evaluate.native.pool import confine
-
-        confine(self.cores)
 
     def scan(self) -> int:
         """Start the builds of queued jobs not looked at yet; how many were started."""

@@ -225,9 +225,9 @@ class _Space:
         at = [i for i, v in enumerate(values) if _keeps(keep, v) and _deep(v) is not None]
         self.fns = tuple(i for i in at if type(values[i]) is _FUNCTION)
         self.others = tuple(i for i in at if type(values[i]) is not _FUNCTION)
-        self.deep = self._deep(values)
+        self.deep = self._deep_of(values)
 
-    def _deep(self, values: tuple) -> tuple:
+    def _deep_of(self, values: tuple) -> tuple:
         """The deep fingerprints at the marked positions (where every value has its marked type)."""
         fns = (values[i] for i in self.fns)
         return (tuple(map(id, chain.from_iterable(map(_FN_PARTS, fns)))),
@@ -237,7 +237,7 @@ class _Space:
         names, values = _names_values(ns, skip)
         if prefix != self.prefix or names != self.names or _identities(values) != (self.ids, self.types):
             return False
-        return self._deep(values) == self.deep  # the same types: a function's position holds a function
+        return self._deep_of(values) == self.deep  # the same types: a function's position holds a function
 
 
 def _identities(values: tuple) -> tuple[tuple, tuple]:

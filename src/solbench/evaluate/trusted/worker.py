@@ -125,13 +125,13 @@ class Context:
             self._flusher = Flusher(self.job.get("llc_bytes", 64 << 20), self.dev)
         return self._flusher
 
-    def reference_of(self, given: list[Any]) -> tuple[list[Any], list[Any]]:
-        """The reference's outputs on copies of ``given``, and its float64 anchor."""
+    def reference_of(self, given: list[Any], anchor: list[Any] | None = None) -> tuple[list[Any], list[Any]]:
+        """The reference's outputs on copies of ``given``, and its float64 anchor (``anchor`` where already made)."""
         from solbench.evaluate.boundary.calls import as_list, copied
 
         ref_in = [copied(x) for x in given]
         ref = self.with_inplace(as_list(self.reference(*ref_in)), ref_in)
-        return ref, self.anchor_of(given)
+        return ref, anchor if anchor is not None else self.anchor_of(given)
 
     def anchor_of(self, given: list[Any]) -> list[Any]:
         """The reference's outputs in float64 on copies of ``given`` (in-place inputs appended)."""

@@ -289,10 +289,11 @@ class WorkloadJudging:
             return self.input_sets(key["seed"], key["sets"])[key["set"]]
         return self.inputs(key["seed"])
 
-    def reference_of(self, given: list[Any]):
-        """The reference's outputs and fp64 anchor on ``given`` (phase ``reference``)."""
+    def reference_of(self, given: list[Any], anchor: list[Any] | None = None):
+        """The reference's outputs and fp64 anchor on ``given`` (``anchor`` where already made; phase
+        ``reference``)."""
         with self.ph("reference"):
-            return self.ctx.reference_of(given)
+            return self.ctx.reference_of(given, anchor)
 
     def reference_seconds(self) -> float | None:
         """One reference call's wall time on a draw of its own: the scale of the workload's time limit."""
@@ -340,24 +341,24 @@ class WorkloadJudging:
                                               anchor_of=self.ctx.anchor_of), self.ctx.accept,
                                       named, got, ref, self.dtypes)
 
-    def within_anchor(self, got: list[Any], given: list[Any]) -> bool:
+    def within_anchor(self, got: list[Any], given: list[Any]) -> tuple[bool, list[Any] | None]:
         """Whether the outputs pass the plain test with the reference's own rounding taken as none: ``|out -
         anchor| <= atol + rtol * |anchor|``, the fp64 anchor standing in for the reference. That test is the
         plain one less its ``2 * |ref - anchor|`` term, so what passes it passes the full check (``check``): a
         re-check then needs no call of the reference in its own dtype. Not for outputs compared by a mode of
         their own (sets, fp8 steps, indices), which read the reference's answer, nor for integer and boolean
-        outputs, which must equal the reference's exactly (the fp64 inputs' answer may differ from it)."""
+        outputs, which must equal the reference's exactly (the fp64 inputs' answer may differ from it). Returns
+        whether they pass, and the anchor where it was made (the full check's to reuse)."""
         if any(self.modes) or not all(dt.is_floating_point for dt in self.dtypes):
-            return False
+            return False, None
         from solbench.evaluate.verdict.elementwise import within
 
         with self.ph("reference"):
             anchor = self.ctx.anchor_of(given)
-        if len(got) != len(anchor):
-            return False
         with self.ph("compare"):
-            return all(within(g, a, dt, tol.atol or 0.0, tol.rtol or 0.0, tol.max_abs_error)
-                       for g, a, dt, tol in zip(got, anchor, self.dtypes, self.tols))
+            return len(got) == len(anchor) and all(
+                within(g, a, dt, tol.atol or 0.0, tol.rtol or 0.0, tol.max_abs_error)
+                for g, a, dt, tol in zip(got, anchor, self.dtypes, self.tols)), anchor
 
     def before_of(self, given: list[Any]) -> list[Any]:
         """Each output's value before the call: None for a fresh output, the pristine input for an in-place one."""
@@ -367,8 +368,9 @@ class WorkloadJudging:
         """A timed call's outputs against the reference and its inputs against their pristine copies: a reason
         code and message (output_recheck, input_mutation), or None. Outputs that pass against the fp64 anchor
         alone (``within_anchor``) pass; only the others cost the reference's own call and the full check."""
-        if not self.within_anchor(got, given):
-            ref, anchor = self.reference_of(given)
+        ok, anchor = self.within_anchor(got, given)
+        if not ok:
+            ref, anchor = self.reference_of(given, anchor)
             verdict = self.check(got, given, ref, anchor)
             if not verdict.ok:
                 return "output_recheck", str(verdict.reason)

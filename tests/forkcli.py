@@ -26,9 +26,10 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: what the server imports before it forks: the command line, its command groups and what evaluating imports
+#: what the server imports before it forks: the command line, its command groups, what evaluating imports, and
+#: what counting a workload on fake tensors imports (torch's compiler stack: a second, where a count is not cached)
 WARM = ("solbench.cli", "solbench.evaluate.runner", "solbench.store.db", "solbench.problems.problem",
-        "solbench.report.table", "solbench.evaluate.trusted.keeper")
+        "solbench.report.table", "solbench.evaluate.trusted.keeper", "torch._dynamo", "torch._subclasses.fake_tensor")
 
 
 def serve() -> None:

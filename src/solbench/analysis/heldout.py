@@ -108,7 +108,8 @@ def draw_heldout(problem: Problem, count: int, seed: int, device: str, max_tries
         w = template.model_copy(update={"axes": dict(axes)})
         try:
             problem.definition.resolve_axes(axes)
-            work = count_work(problem, w)  # the reference must trace at this shape (fake tensors, no memory)
+            # the reference must trace at this shape (fake tensors, no memory); a held-out count stays in memory
+            work = count_work(problem, w, persist=False)
             for _ in range(8):  # too much data together: halve the axis that grew most, keep it valid
                 if work.bytes <= byte_cap:
                     break
@@ -120,7 +121,7 @@ def draw_heldout(problem: Problem, count: int, seed: int, device: str, max_tries
                 axes[axis] = max(lo, (axes[axis] // 2) // m * m or m)
                 w = w.model_copy(update={"axes": dict(axes)})
                 problem.definition.resolve_axes(axes)
-                work = count_work(problem, w)
+                work = count_work(problem, w, persist=False)
         except Exception:
             continue
         if work.bytes > byte_cap or any(axes == x.axes for x in list(problem.workloads) + drawn):

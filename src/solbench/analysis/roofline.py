@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from solbench import expr
+from solbench.analysis import work_cache
 from solbench.analysis.counting import WorkCount, trace_counts
 from solbench.hardware.spec import Ceilings
 from solbench.problems.definition import Definition
@@ -83,8 +84,20 @@ def _fake_inputs(definition: Definition, workload: Workload, axes: dict[str, int
     return out
 
 
-def count_work(problem: Problem, workload: Workload, module=None) -> Work:
-    """Trace the reference on fake tensors for this workload's shapes, then apply the definition's overrides."""
+def count_work(problem: Problem, workload: Workload, module=None, persist: bool = True) -> Work:
+    """Trace the reference on fake tensors for this workload's shapes, then apply the definition's overrides; a
+    count made before (this process, or ``work_cache`` on disk where ``persist``: never for a held-out shape) is
+    read back instead."""
+    k = work_cache.key(problem, workload)
+    kept = work_cache.load(k)
+    if kept is not None:
+        return Work(**kept)
+    work = _count(problem, workload, module)
+    work_cache.keep(k, asdict(work), persist)
+    return work
+
+
+def _count(problem: Problem, workload: Workload, module=None) -> Work:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     definition = problem.definition

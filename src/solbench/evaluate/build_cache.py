@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from solbench import caches
+
 META = "meta.json"
 MAX_BYTES = 512 << 20  # a directory copied by ``copy_files`` (the Triton cache's carrying)
 SKIP_SUFFIXES = (".o", ".obj")
@@ -42,8 +44,8 @@ _NOFOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # O_NONB
 
 
 def default_root() -> Path:
-    """``<cache_root()>/build``: the runner's cache root (SOLBENCH_CACHE, else ~/.cache/solbench)."""
-    return Path(os.environ.get("SOLBENCH_CACHE", Path.home() / ".cache" / "solbench")) / "build"
+    """``<caches.root()>/build``: the runner's cache root (SOLBENCH_CACHE, else ~/.cache/solbench)."""
+    return caches.root() / "build"
 
 
 def key(sources: Iterable[tuple[str, str | bytes]], flags: Any, toolchain: Any, torch_version: str,

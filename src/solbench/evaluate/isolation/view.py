@@ -7,13 +7,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from solbench import caches
 from solbench.evaluate.languages import packages
 from solbench.evaluate.trusted import keeper
 
 
 def cache_root() -> Path:
-    """solbench's cache (``SOLBENCH_CACHE``, else ~/.cache/solbench): built libraries, Triton caches, secrets."""
-    return Path(os.environ.get("SOLBENCH_CACHE", Path.home() / ".cache" / "solbench"))
+    """solbench's cache (``caches.root``): built libraries, Triton caches, counted work, secrets."""
+    return caches.root()
 
 
 def sandbox_view(store=None, device: str = "cpu") -> dict[str, list[str]]:

@@ -163,3 +163,24 @@ def test_the_evaluation_records_its_isolation_and_what_made_it(axpy):
     assert env["harness"] == harness_digest() and env["profile_dsl"] == "one"
     if namespaces_available():
         assert _eval(axpy, sol, sandbox="auto").environment["sandbox"] == "namespaces"
+
+
+def test_a_stop_without_a_grace_kills_at_once_and_asks_nothing():
+    """``stop(grace_s=0)`` (a hung or forged candidate): no exit request is written, the session is killed."""
+    import os
+    import signal
+    import sys
+
+    from solbench.evaluate.isolation.sandbox import CandidateProcess
+
+    cmd_r, cmd_w = os.pipe()
+    reply_r, reply_w = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    os.close(reply_w)
+    cand = CandidateProcess.__new__(CandidateProcess)
+    cand.proc, cand._cmd, cand._reply_fd = proc, os.fdopen(cmd_w, "w"), reply_r
+    cand.stop(grace_s=0)
+    assert cand.proc is None and proc.returncode == -signal.SIGKILL
+    with os.fdopen(cmd_r, "rb") as asked:
+        assert asked.read() == b""  # the command pipe closed with nothing written to it

@@ -40,7 +40,8 @@ class FakeJudge:
     def log_since(self, offset: int) -> str:
         return ""
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 5.0) -> None:
+        FakeJudge.stops.append(grace_s)
         self._alive = False
 
     class proc:  # noqa: N801 - the attribute the keeper reads of a real worker's process
@@ -52,12 +53,13 @@ class FakeJudge:
 def test_a_worker_that_ends_under_a_job_is_replaced_under_its_key(monkeypatch, tmp_path):
     monkeypatch.setattr(keeper, "Judge", FakeJudge)
     monkeypatch.setattr(keeper, "_JUDGES", {})
-    FakeJudge.started = []
+    FakeJudge.started, FakeJudge.stops = [], []
     job = {"device": "cpu", "subjects": [{"kind": "eager"}], "pairs": [[0, "w1"], [0, "w2"], [0, "w3"]]}
     out = keeper.run_worker(job, 30, 30, tmp_path, key="cpu#mine", env={"X": "1"})
     assert out.results[(0, "w1")].verdict == "runtime_error" and "crash" in out.results[(0, "w1")].reasons
     assert [out.results[(0, u)].verdict for u in ("w2", "w3")] == ["passed", "passed"]
     assert FakeJudge.started == [("cpu", {"X": "1"}), ("cpu", {"X": "1"})]
+    assert FakeJudge.stops == [0]  # the worker that failed is killed, not given the grace of a clean exit
     assert list(keeper._JUDGES) == ["cpu#mine"]  # the successor under the caller's key, the device's own untouched
     keeper.run_worker(dict(job, pairs=[[0, "w4"]]), 30, 30, tmp_path)
     assert sorted(keeper._JUDGES) == ["cpu", "cpu#mine"]
@@ -66,18 +68,24 @@ def test_a_worker_that_ends_under_a_job_is_replaced_under_its_key(monkeypatch, t
 def test_the_signal_handler_can_retire_workers_while_the_main_thread_keeps_them():
     """Ctrl-C lands in the main thread, perhaps inside ``judge_for``'s critical section: retiring every worker from
     there must not wait for itself (in a child process, so that a deadlock fails the test instead of hanging it)."""
+    import signal
     import subprocess
     import sys
 
-    code = ("from solbench.evaluate.trusted import keeper\n"
-            "keeper._JUDGES['cpu'] = type('Worker', (), {'stop': lambda self: print('stopped')})()\n"
-            "with keeper._JUDGES_LOCK:\n    keeper.retire_all()\nprint('retired', list(keeper._JUDGES))")
+    code = ("import os, signal\nfrom solbench.evaluate.trusted import keeper\n"
+            "worker = type('Worker', (), {'stop': lambda self, grace_s=5.0: print('stopped', grace_s)})\n"
+            "keeper._JUDGES['cpu'] = worker()\n"
+            "with keeper._JUDGES_LOCK:\n    keeper.retire_all()\nprint('retired', list(keeper._JUDGES))\n"
+            "keeper._JUDGES['cpu'] = worker()\nkeeper.end_with_signals()\nos.kill(os.getpid(), signal.SIGTERM)\n"
+            "print('outlived the signal')")
     try:
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                              stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise AssertionError("retiring the workers waited for the lock its own thread held") from None
-    assert res.stdout.split() == ["stopped", "retired", "[]"], res.stderr[-2000:]
+    # the user's signal kills at once: a worker waiting on a candidate's call would spend the grace
+    assert res.stdout.split() == ["stopped", "5.0", "retired", "[]", "stopped", "0"], res.stderr[-2000:]
+    assert res.returncode == -signal.SIGTERM
 
 
 def test_a_worker_is_ended_even_when_closing_its_pipe_fails():

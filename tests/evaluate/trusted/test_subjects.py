@@ -70,3 +70,24 @@ def test_a_process_gone_is_a_verdict_with_one_line():
     assert sub.timed_out and sub.restarts == 1
     crash = sub.gone(CandidateGone("crash", "the candidate's process ended (signal 9)"))
     assert crash["verdict"] == "runtime_error" and crash["reasons"] == ["crash"] and sub.restarts == 2
+
+
+def test_a_process_that_hangs_or_breaks_the_protocol_is_killed_without_a_grace():
+    """A hung candidate would spend the grace a well-behaved exit gets (2 s on every timeout): it is killed at once,
+    as is one whose reply was forged; the end of a workload that went well keeps the grace."""
+    from solbench.evaluate.isolation.sandbox import CandidateGone
+
+    graces = []
+
+    class Proc:
+        def stop(self, grace_s=2.0):
+            graces.append(grace_s)
+
+    sub = subjects.RemoteSubject.__new__(subjects.RemoteSubject)
+    sub.restarts, sub.timed_out, sub.arena, sub._null = 0, False, None, None
+    for why in ("timeout", "crash"):
+        sub.proc = Proc()
+        sub.gone(CandidateGone(why, "no answer"))
+    sub.proc = Proc()
+    sub.close()
+    assert graces == [0, 0, 2.0]

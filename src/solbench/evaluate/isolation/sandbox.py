@@ -225,15 +225,18 @@ class CandidateProcess:
     def log_tail(self, n: int) -> str:
         return read_tail(self.log_path, n)
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 2.0) -> None:
+        """Ask the process to exit, give it ``grace_s``, then kill its session (0: a process that hangs, or
+        that broke the protocol, is killed at once: it would only spend the grace)."""
         if self.proc is None:
             return
-        try:
-            self._cmd.write(json.dumps({"op": "exit"}) + "\n")
-            self._cmd.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            pass
-        end_process(self.proc, 2, self._cmd.close, lambda: os.close(self._reply_fd))
+        if grace_s > 0:
+            try:
+                self._cmd.write(json.dumps({"op": "exit"}) + "\n")
+                self._cmd.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+        end_process(self.proc, grace_s, self._cmd.close, lambda: os.close(self._reply_fd))
         self.proc = None
 
 

@@ -147,8 +147,10 @@ class Judge:
         except OSError:
             return ""
 
-    def stop(self) -> None:
-        end_process(self.proc, 5, self.cmd.close, lambda: os.close(self.res_fd))
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Close its pipes, give it ``grace_s`` to exit, then kill its session (0: a worker that hangs, failed, or
+        is ended by a signal the user sent: the grace would only delay the end)."""
+        end_process(self.proc, grace_s, self.cmd.close, lambda: os.close(self.res_fd))
         self._owner.close()
 
 
@@ -174,11 +176,11 @@ def judge_for(device: str, key: str | None = None, env: dict[str, str] | None = 
     return judge
 
 
-def retire_judge(key: str) -> None:
+def retire_judge(key: str, grace_s: float = 5.0) -> None:
     with _JUDGES_LOCK:
         judge = _JUDGES.pop(key, None)
     if judge is not None:
-        judge.stop()
+        judge.stop(grace_s)
 
 
 def worker_pids() -> list[int]:
@@ -187,9 +189,9 @@ def worker_pids() -> list[int]:
         return [j.proc.pid for j in _JUDGES.values() if j.alive()]
 
 
-def retire_all() -> None:
+def retire_all(grace_s: float = 5.0) -> None:
     for device in list(_JUDGES):
-        retire_judge(device)
+        retire_judge(device, grace_s)
 
 
 class Stopped(KeyboardInterrupt):
@@ -220,7 +222,7 @@ def end_with_signals(gently: tuple[int, ...] = (signal.SIGINT,)) -> None:
     each worker's parent-death signal ends it."""
 
     def handler(signum, frame):
-        retire_all()
+        retire_all(grace_s=0)  # the user asked for the end: a worker in a candidate's call would spend the grace
         if signum in gently:
             signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
             raise KeyboardInterrupt if signum == signal.SIGINT else Stopped(signum)
@@ -267,8 +269,8 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
         log_tail = judge.log_since(offset)
         outcome.log += log_tail
         killed = ended == "crash" and _exit_status(judge) == -signal.SIGKILL  # none sent here: the OOM killer
-        if ended != "done":
-            retire_judge(worker)  # a fresh trusted worker (and CUDA context) for whatever follows
+        if ended != "done":  # a fresh trusted worker (and CUDA context) for whatever follows
+            retire_judge(worker, grace_s=0)
         if ended in ("done", "lost") or not pending:
             continue
         key = pending.pop(0)

@@ -203,9 +203,10 @@ class RemoteSubject:
             self._null = self.new_null_partner()
         return self._null
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 2.0) -> None:
+        """End the candidate's process (``CandidateProcess.stop``): the next call starts a fresh one."""
         if self.proc is not None:
-            self.proc.stop()
+            self.proc.stop(grace_s)
             self.proc = None
         self._drop_arena()
 
@@ -240,8 +241,8 @@ class RemoteSubject:
 
     def gone(self, gone) -> dict[str, Any]:
         """The verdict update for a process that did not answer (``CandidateGone``); it is stopped, and the next
-        workload gets a fresh one."""
-        self.stop()
+        workload gets a fresh one. A process that hangs is killed without the grace a well-behaved exit gets."""
+        self.stop(grace_s=0)
         self.restarts += 1
         if gone.why == "timeout":
             self.timed_out = True
@@ -291,7 +292,7 @@ class RemoteSubject:
         try:
             reply = protocol.accept(raw, expected, msg["nonce"], alone)
         except protocol.Forged as forged:
-            self.stop()  # the channel is out of step: the next workload gets a fresh process
+            self.stop(grace_s=0)  # the channel is out of step: the next workload gets a fresh process
             return None, {"verdict": "reward_hack", "reasons": ["result_forgery"], "message": str(forged)}
         codes = list(self.import_codes) + [c for c in reply.codes][:10]
         if not reply.lost and reply.harness != self.harness and "harness_tamper" not in codes:

@@ -392,7 +392,8 @@ def test_the_build_never_runs_the_solution_and_sees_what_a_candidate_sees(cache,
         pytest.skip("no namespaces here: the build runs on rlimits alone")
     secret = Path(os.environ["SOLBENCH_CACHE"]) / "secret.h"
     secret.write_text("#error the build read the cache\n")
-    peek = _with("axpy_cpp", **{"peek.cpp": f'#include "{secret}"\n'})
+    # (a main.cpp with no headers: the build stops at the first error and would wait for torch's headers)
+    peek = _with("axpy_cpp", **{"peek.cpp": f'#include "{secret}"\n', "main.cpp": "void run() {}\n"})
     ev = _evaluate(peek)
     assert ev.verdict == "compile_error" and "No such file" in ev.message, ev.message
 

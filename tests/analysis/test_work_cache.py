@@ -4,6 +4,7 @@ trace, never an error."""
 
 import os
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import pytest
 
@@ -74,6 +75,21 @@ def test_the_key_moves_with_every_input_of_a_count(monkeypatch):
     assert base not in keys.values() and len(set(keys.values())) == len(keys), keys
     monkeypatch.setattr(work_cache, "_code", lambda: "other counting code or torch")
     assert work_cache.key(p, w) != base
+
+
+def test_the_key_covers_every_source_a_count_can_use():
+    """Whatever module of solbench a trace passes through (the counting rules, the definition's axes, the inputs'
+    roles, a reference's import) is among the digested sources."""
+    import sys
+
+    p = load_problem(AXPY)
+    roofline._count(p, p.workloads[0], None)
+    files = set(work_cache.code_files())
+    counting = ("solbench.analysis", "solbench.problems", "solbench.expr")
+    used = {Path(m.__file__).resolve() for name, m in list(sys.modules.items())
+            if name.startswith(counting) and getattr(m, "__file__", None)}
+    assert used and used <= files, sorted(str(f) for f in used - files)
+    assert {f.name for f in files} >= {"counting.py", "rules.py", "roofline.py", "definition.py", "expr.py"}
 
 
 def test_held_out_shapes_never_reach_the_disk(cache):

@@ -4,10 +4,11 @@ is counted from.
 Counting a workload traces its reference on fake tensors; the first trace in a process also imports torch's
 compiler stack (about a second), and a loop-heavy reference takes seconds at a GPU shape. A count depends only on
 the reference's source, the definition, the workload's axes and inputs, torch's version and solbench's counting
-code, so the key is a digest of exactly those, and a count read back is the count a trace would give. A file that
-does not read back as a count is ignored (and replaced by the next count). Held-out shapes are never written
-(``count_work``'s caller says so): what lies on disk names public workloads only, in a directory every sandbox
-hides. Failures are not kept: a reference that cannot be traced says so each time.
+code (every source of ``analysis`` and ``problems``), so the key is a digest of those, and a count read back is
+the count a trace would give. A file that does not read back as a count is ignored (and replaced by the next
+count). Held-out shapes are never written (``count_work``'s caller says so): what lies on disk names public
+workloads only, in a directory every sandbox hides. Failures are not kept: a reference that cannot be traced says
+so each time.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import threading
 from collections import OrderedDict
@@ -26,10 +26,10 @@ from typing import Any
 from solbench import caches
 
 FORMAT = "solbench-work-1"
-#: solbench's modules a count depends on: their sources are part of every key
-COUNTING_MODULES = ("solbench.analysis.counting", "solbench.analysis.roofline", "solbench.expr",
-                    "solbench.problems.definition", "solbench.problems.inputs", "solbench.problems.workload",
-                    "solbench.problems.modules")
+#: what of solbench a count can depend on: every source of these packages is part of every key (a change anywhere
+#: in them counts again; a list of single modules would miss the next one a count comes to use)
+COUNTING_PACKAGES = ("analysis", "problems")
+COUNTING_MODULES = ("expr.py",)
 MAX_ENTRIES = 20_000  # on disk; beyond this the oldest go (a count is a few hundred bytes)
 MEMO_ENTRIES = 4_096  # in this process, least recently used first out (a service draws held-out shapes for ever)
 _MEMO: OrderedDict[str, dict[str, Any]] = OrderedDict()  # this process's counts by key, kept on disk or not
@@ -40,15 +40,23 @@ def directory() -> Path:
     return caches.root() / "work"
 
 
+def code_files() -> list[Path]:
+    """The sources whose digest is part of every key."""
+    package = Path(caches.__file__).resolve().parent
+    files = [f for name in COUNTING_PACKAGES for f in (package / name).rglob("*.py")]
+    return sorted(files + [package / name for name in COUNTING_MODULES])
+
+
 @lru_cache(maxsize=1)
 def _code() -> str:
-    """A digest of torch's version and the counting modules' sources."""
+    """A digest of torch's version and the counting code's sources."""
     import torch
 
     h = hashlib.sha256(f"{FORMAT}\n{torch.__version__}\n".encode())
-    for name in COUNTING_MODULES:
-        __import__(name)
-        h.update(Path(sys.modules[name].__file__).read_bytes())
+    package = Path(caches.__file__).resolve().parent
+    for path in code_files():
+        h.update(f"{path.relative_to(package)}\n".encode())
+        h.update(path.read_bytes())
     return h.hexdigest()
 
 

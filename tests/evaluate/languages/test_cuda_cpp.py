@@ -382,7 +382,10 @@ def test_a_compile_error_is_a_verdict_with_the_compilers_message(cache):
 def test_the_build_never_runs_the_solution_and_sees_what_a_candidate_sees(cache, tmp_path_factory):
     """A static initialiser that would abort is built and published (the build loads nothing); a source that
     includes a file of a hidden directory (the cache, the temporary directories) does not compile."""
-    sol = _with("axpy_cpp", **{"init.cpp": "#include <cstdlib>\nstatic int boom = (std::abort(), 1);\n"})
+    # main.cpp binds an entry point and includes nothing: the build is about the initialiser, not torch's headers
+    light = 'void run() {}\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }\n'
+    sol = _with("axpy_cpp", **{"init.cpp": "#include <cstdlib>\nstatic int boom = (std::abort(), 1);\n",
+                               "main.cpp": light})
     ev = _evaluate(sol)
     assert ev.environment["build"]["published"] is True, ev.message
     assert ev.verdict in ("runtime_error", "compile_error") and "loaded the verified build" not in ev.log
@@ -392,8 +395,7 @@ def test_the_build_never_runs_the_solution_and_sees_what_a_candidate_sees(cache,
         pytest.skip("no namespaces here: the build runs on rlimits alone")
     secret = Path(os.environ["SOLBENCH_CACHE"]) / "secret.h"
     secret.write_text("#error the build read the cache\n")
-    # (a main.cpp with no headers: the build stops at the first error and would wait for torch's headers)
-    peek = _with("axpy_cpp", **{"peek.cpp": f'#include "{secret}"\n', "main.cpp": "void run() {}\n"})
+    peek = _with("axpy_cpp", **{"peek.cpp": f'#include "{secret}"\n', "main.cpp": light})
     ev = _evaluate(peek)
     assert ev.verdict == "compile_error" and "No such file" in ev.message, ev.message
 

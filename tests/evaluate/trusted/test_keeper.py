@@ -73,9 +73,9 @@ def test_the_signal_handler_can_retire_workers_while_the_main_thread_keeps_them(
     import sys
 
     code = ("import os, signal\nfrom solbench.evaluate.trusted import keeper\n"
-            "worker = type('Worker', (), {'stop': lambda self, grace_s=5.0: print('stopped', grace_s)})\n"
+            "worker = type('Worker', (), {'stop': lambda self, grace_s=5.0: print('stopped', grace_s, flush=True)})\n"
             "keeper._JUDGES['cpu'] = worker()\n"
-            "with keeper._JUDGES_LOCK:\n    keeper.retire_all()\nprint('retired', list(keeper._JUDGES))\n"
+            "with keeper._JUDGES_LOCK:\n    keeper.retire_all()\nprint('retired', list(keeper._JUDGES), flush=True)\n"
             "keeper._JUDGES['cpu'] = worker()\nkeeper.end_with_signals()\nos.kill(os.getpid(), signal.SIGTERM)\n"
             "print('outlived the signal')")
     try:

@@ -73,8 +73,8 @@ def test_a_process_gone_is_a_verdict_with_one_line():
 
 
 def test_a_process_that_hangs_or_breaks_the_protocol_is_killed_without_a_grace():
-    """A hung candidate would spend the grace a well-behaved exit gets (2 s on every timeout): it is killed at once,
-    as is one whose reply was forged; the end of a workload that went well keeps the grace."""
+    """A hung candidate would spend the grace a well-behaved exit gets (2 s on every timeout): a process that did not
+    answer is killed at once; the subject's clean end keeps the grace."""
     from solbench.evaluate.isolation.sandbox import CandidateGone
 
     graces = []

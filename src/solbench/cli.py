@@ -229,7 +229,7 @@ def eval_cmd(
             raise UserError("eval needs --problem and --solution (or --replay ID)")
         prob = load_problem(problem)
         sol = load_solution(solution, prob.definition)
-    prestart_worker(device)
+    prestart_worker(device, sol.language if replay is None else None)
     from solbench.evaluate.runner import EvalOptions, evaluate
     from solbench.evaluate.timing.rounds import TimingConfig
     from solbench.hardware.registry import get_hardware

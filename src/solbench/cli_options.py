@@ -41,15 +41,22 @@ def print_evaluations(evaluations: list, wide: bool = False) -> None:
         out.print(line, no_wrap=wide, crop=not wide, overflow="ignore" if wide else "fold")
 
 
-def prestart_worker(device: str) -> None:
+def prestart_worker(device: str, language: str | None = None) -> None:
     """``--device`` named outright (cpu, cuda, cuda:N): that device's trusted worker starts before this process
     imports torch, so that the two imports overlap (a cold `eval` or `run` waits for the later one, not both). The
     worker reads no job before one is sent, and a device that turns out unavailable ends it with this process.
-    ``auto`` needs torch to resolve: no early start."""
-    if device != "auto":
-        from solbench.evaluate.trusted import keeper
+    ``auto`` needs torch to resolve: no early start; nor for a solution whose ``language`` cannot run on the device
+    here (its evaluation is ``unsupported`` before any worker would be used)."""
+    if device == "auto":
+        return
+    if language is not None:
+        from solbench.evaluate.languages import get_language
 
-        keeper.judge_for(device)
+        if get_language(language).unavailable(device):
+            return
+    from solbench.evaluate.trusted import keeper
+
+    keeper.judge_for(device)
 
 
 def profile_mode(mode: str) -> str:

@@ -255,11 +255,13 @@ def test_run_selects_a_language_and_checks_side_by_side(tmp_path):
 
 
 def test_a_named_device_starts_its_trusted_worker_before_torch_is_imported():
-    """`eval --device cpu` starts the worker first: its start overlaps the command's own import of torch."""
-    code = ("import sys; from solbench.cli_options import prestart_worker; prestart_worker('cpu'); "
-            "from solbench.evaluate.trusted import keeper; j = keeper._JUDGES['cpu']; "
+    """`eval --device cpu` starts the worker first: its start overlaps the command's own import of torch; not for a
+    solution whose language cannot run there (it is `unsupported` without one)."""
+    code = ("import sys; from solbench.cli_options import prestart_worker; prestart_worker('cpu', 'cute_dsl'); "
+            "from solbench.evaluate.trusted import keeper; print(sorted(keeper._JUDGES)); "
+            "prestart_worker('cpu', 'pytorch'); j = keeper._JUDGES['cpu']; "
             "print('torch' in sys.modules, j.alive()); prestart_worker('auto'); print(sorted(keeper._JUDGES))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, PYTHONPATH=str(ROOT / "src")), stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert res.stdout.split() == ["False", "True", "['cpu']"]
+    assert res.stdout.split() == ["[]", "False", "True", "['cpu']"]

@@ -18,10 +18,10 @@ from pathlib import Path
 
 
 def secret_path(db: str | os.PathLike, experiment: str) -> Path:
-    from solbench.evaluate.isolation.view import cache_root
+    from solbench import caches
 
     digest = hashlib.sha256(f"{os.path.realpath(db)}\0{experiment}".encode()).hexdigest()[:32]
-    return cache_root() / "agent-secrets" / digest
+    return caches.root() / "agent-secrets" / digest
 
 
 def load(db: str | os.PathLike, experiment: str) -> int | None:

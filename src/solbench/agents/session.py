@@ -130,7 +130,7 @@ def agent_view(setup: Setup, store: Any) -> dict | None:
         return None
     from solbench.agents import jail
     from solbench.evaluate.isolation.sandbox import namespaces_available
-    from solbench.evaluate.isolation.view import cache_root
+    from solbench.caches import root as cache_root
     from solbench.problems.modules import cache_root as modules_root
 
     if not namespaces_available():

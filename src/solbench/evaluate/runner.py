@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from solbench import tempdirs
+from solbench import caches, tempdirs
 from solbench.analysis.heldout import HELDOUT_PREFIX
 from solbench.analysis.roofline import Work, count_work
 from solbench.evaluate import build_cache, lease
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
 from solbench.evaluate.integrity import linked
 from solbench.evaluate.isolation.namespaces import namespaces_available
-from solbench.evaluate.isolation.view import cache_root, sandbox_view
+from solbench.evaluate.isolation.view import sandbox_view
 from solbench.evaluate.native.carry import Carry
 from solbench.evaluate.phases import Phases
 from solbench.evaluate.timing.rounds import TimingConfig
@@ -240,11 +240,11 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         # CPU arenas. Its Triton cache starts as a copy of this solution's own (keyed by digest) and is copied back
         private = workdir / "tmp"
         private.mkdir()
-        carried = cache_root() / "triton" / solution.digest()
+        carried = caches.root() / "triton" / solution.digest()
         with ph("stage"):
             _carry_cache(carried, private / "triton")
         with ph("build"):  # compiled languages: built, checked and hashed here before the candidate starts
-            build = Carry(language, solution, opts.device, private, cache_root() / "build",
+            build = Carry(language, solution, opts.device, private, build_cache.default_root(),
                           view=sandbox_view(store, opts.device))
         if opts.progress:
             opts.progress(f"{problem.name}: {solution.name} on {len(uuids)} workload(s)")

@@ -27,7 +27,7 @@ class SlotActor:
     """The actor's body (made a Ray actor class by ``RayExecutor``)."""
 
     def __init__(self, device: str):
-        from solbench.evaluate.isolation.view import cache_root
+        from solbench.caches import root as cache_root
         from solbench.evaluate.trusted import keeper
         from solbench.store.db import Store
 

@@ -30,9 +30,9 @@ _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 def problem_root() -> Path:
     """Where problems carried in jobs are written (by digest), apart from every candidate's view."""
-    from solbench.evaluate.isolation.view import cache_root
+    from solbench import caches
 
-    return cache_root() / "problems"
+    return caches.root() / "problems"
 
 
 def check_files(files: dict[str, str], what: str, plain: bool = True) -> None:

@@ -12,18 +12,13 @@ from solbench.evaluate.languages import packages
 from solbench.evaluate.trusted import keeper
 
 
-def cache_root() -> Path:
-    """solbench's cache (``caches.root``): built libraries, Triton caches, counted work, secrets."""
-    return caches.root()
-
-
 def sandbox_view(store=None, device: str = "cpu") -> dict[str, list[str]]:
     """What a candidate's filesystem hides, and what it still reads under a hidden directory (``namespaces``):
     the temporary directories (every evaluation's and the trusted worker's files), the solution cache and the
     results database are hidden; the Python installation and the module path stay readable. On the GPU /dev/shm
     stays as it is, since CUDA's IPC keeps its files there."""
     gpu = device != "cpu"
-    hidden = {tempfile.gettempdir(), "/tmp", "/var/tmp", str(cache_root())} | (set() if gpu else {"/dev/shm"})
+    hidden = {tempfile.gettempdir(), "/tmp", "/var/tmp", str(caches.root())} | (set() if gpu else {"/dev/shm"})
     if store is not None and getattr(store, "path", None):
         db = Path(store.path).resolve()
         hidden.update(str(db) + suffix for suffix in ("", "-wal", "-shm", "-journal"))

@@ -136,11 +136,11 @@ def solution_builds(jobs: list[tuple[Any, Any]], device: str, store=None) -> lis
 def solution_build(solution: Any, device: str, view: dict[str, Any]) -> Build | None:
     """The build that fills the cache for ``solution``'s evaluation (``carry.warm`` in the build sandbox ``view``);
     None for a language that builds nothing."""
-    from solbench.evaluate.isolation.view import cache_root
+    from solbench.evaluate.build_cache import default_root
     from solbench.evaluate.languages import get_language
     from solbench.evaluate.native.carry import warm
 
     language = get_language(solution.language)
     if not hasattr(language, "build_plan"):
         return None
-    return lambda: warm(language, solution, device, cache_root() / "build", view)
+    return lambda: warm(language, solution, device, default_root(), view)

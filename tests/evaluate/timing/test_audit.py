@@ -192,7 +192,8 @@ def test_an_honest_gpu_time_is_confirmed_by_the_trusted_clock(big):
         [(w.warnings, w.message) for w in ev.workloads]
     for w in ev.workloads:
         assert w.audit_method == "stamps" and w.audit_calls and w.audit_calls >= SHORT_LOOK * w.audit_group, w
-        assert w.audit_resolution_ms >= ABS_TOL_MS["cuda"] / w.audit_group + CALL_TOL_MS["cuda"] - 1e-9
+        # the record keeps six decimals (timing/audit.py): the floor holds to within its rounding
+        assert w.audit_resolution_ms >= ABS_TOL_MS["cuda"] / w.audit_group + CALL_TOL_MS["cuda"] - 5e-7
         assert 0.5 * w.time_ms - 0.1 < w.audit_ms < 2 * w.time_ms + 0.1, (w.audit_ms, w.time_ms)
 
 

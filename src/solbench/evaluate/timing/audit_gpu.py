@@ -21,8 +21,6 @@ import statistics
 import time
 from typing import Any
 
-from solbench.evaluate.boundary.arena import view
-from solbench.evaluate.boundary.ring import slot_spec
 from solbench.evaluate.timing import globaltimer, memops
 from solbench.evaluate.timing.handover import answer, hand_over
 
@@ -107,7 +105,7 @@ class GpuAudit:
         def store():
             for s in slots:
                 for b in blocks:
-                    view(self.slots.arena.buf, slot_spec(b, s)).copy_(view(self.slots.arena.buf, slot_spec(b, 0)))
+                    self.slots.at(b, s).copy_(self.slots.at(b, 0))
 
         return own + statistics.median(self._bracket(store) for _ in range(OWN_REPS))
 

@@ -21,6 +21,15 @@ class Slots:
         self.flags = -(-used // ALIGN) * ALIGN
         self.arena = sub._lend(self.flags + 2 * FLAG_STRIDE)
         self.inplace = inplace
+        self._views: dict[tuple[int, int], Any] = {}  # (block's id, slot) -> its tensor in the arena
+
+    def at(self, block: dict[str, Any], s: int) -> Any:
+        """``block``'s tensor in slot ``s`` (made once: a group's fills and reads ask for thousands)."""
+        key = (id(block), s)
+        got = self._views.get(key)
+        if got is None:
+            got = self._views[key] = view(self.arena.buf, slot_spec(block, s))
+        return got
 
     def flag(self, which: int) -> int:
         """The device address of flag ``which`` (0: go, 1: done)."""
@@ -30,13 +39,13 @@ class Slots:
         """The call's inputs into slot ``s``; its output room back to the sentinel."""
         for x, block in zip(inputs, self.layout.inputs):
             if block is not None:
-                view(self.arena.buf, slot_spec(block, s)).copy_(x)
+                self.at(block, s).copy_(x)
         for block in self.layout.outputs:
-            sentinel_fill(view(self.arena.buf, slot_spec(block, s)))
+            sentinel_fill(self.at(block, s))
 
     def take(self, s: int, values: list[Any]) -> tuple[list[Any], list[Any]]:
         """(outputs with in-place inputs appended, every input as the call left it), copied out of slot ``s``."""
-        outs = [view(self.arena.buf, slot_spec(b, s)).clone() for b in self.layout.outputs]
-        after = [view(self.arena.buf, slot_spec(b, s)).clone() if b is not None else v
+        outs = [self.at(b, s).clone() for b in self.layout.outputs]
+        after = [self.at(b, s).clone() if b is not None else v
                  for b, v in zip(self.layout.inputs, values)]
         return outs + [after[i] for i in self.inplace], after

@@ -5,8 +5,9 @@
 #           9 min on the H200), corpus and timing (quick in two parts: the corpus, 135 tests, and the other 11),
 #           cost (one solution's cost against SOL-ExecBench's CLI, side by side: needs .seb/, docs/PERFORMANCE.md),
 #           profile (one solution's eval with the trusted worker under cProfile: PROFILE_ARGS, by default the
-#           Triton gelu_tanh_and_mul example), fast (the GPU test set but the bundled examples and the languages stage's), bundled (every starter
-#           example on the GPU, baselines included), run (the main job; RUN_ARGS, e.g. "--language cuda_cpp
+#           Triton gelu_tanh_and_mul example), phases (one solution's cold eval a few times, by phase: PHASES_ARGS, by
+#           default rmsnorm's Triton example), fast (the GPU test set but the bundled examples and the languages
+#           stage's), bundled (every starter example on the GPU, baselines included), run (the main job; RUN_ARGS, e.g. "--language cuda_cpp
 #           --baselines none"), rerun (the main job again: `run rerun` gives the fresh and the cached figure),
 #           bench, ncu, calibrate, floor, start, probe, checks (the evaluation's own checks timed in-process on
 #           this host: benchmarks/bench_checks.py),
@@ -103,6 +104,12 @@ for stage in "${stages[@]}"; do
                     PATH=/tmp/pybin:\$PATH /tmp/seb-site/bin/sol-execbench examples/triton/rmsnorm \
                     --solution examples/triton/rmsnorm/solution_triton.json -o $OUT/seb-rmsnorm.jsonl"; } \
              </dev/null 2>&1 | tee "$OUT/cost.txt" ;;
+    phases) # one solution's cold eval, PHASES_RUNS times, by phase (benchmarks/eval_phases.py; rmsnorm in Triton)
+           r=src/solbench/suite/norm/rmsnorm
+           timeout ${PHASES_LIMIT:-240} python3 benchmarks/eval_phases.py --db "$SOLBENCH_GPU_DB" \
+             --out "$OUT/phases.json" \
+             --runs ${PHASES_RUNS:-3} ${PHASES_ARGS:---problem $r --solution $r/solutions/triton.py} </dev/null 2>&1 \
+             | tee "$OUT/phases.txt" ;;
     profile) # where one solution's time goes in the trusted worker (cProfile), default the Triton gelu example
            g=src/solbench/suite/activation/gelu_tanh_and_mul
            timeout ${PROFILE_LIMIT:-180} python3 benchmarks/worker_profile.py --db "$SOLBENCH_GPU_DB" \

@@ -3,12 +3,16 @@
 # Usage: scripts/gpu-check.sh [stage ...]
 #   stages: tests (= fast bundled languages), quick (the integrity corpus, the timing, hang and tf32x3 tests, about
 #           9 min on the H200), corpus and timing (quick in two parts: the corpus, 135 tests, and the other 11),
+#           fast (the GPU test set but the bundled examples and the languages stage's), bundled (every starter
+#           example on the GPU, baselines included), select (the GPU tests matching GPU_K, a pytest -k),
+#           run (the main job; RUN_ARGS, e.g. "--language cuda_cpp --baselines none"), rerun (the main job again:
+#           `run rerun` gives the fresh and the cached figure),
 #           cost (one solution's cost against SOL-ExecBench's CLI, side by side: needs .seb/, docs/PERFORMANCE.md),
 #           profile (one solution's eval with the trusted worker under cProfile: PROFILE_ARGS, by default the
-#           Triton gelu_tanh_and_mul example), phases (one solution's cold eval a few times, by phase: PHASES_ARGS, by
-#           default rmsnorm's Triton example), fast (the GPU test set but the bundled examples and the languages
-#           stage's), bundled (every starter example on the GPU, baselines included), run (the main job; RUN_ARGS, e.g. "--language cuda_cpp
-#           --baselines none"), rerun (the main job again: `run rerun` gives the fresh and the cached figure),
+#           Triton gelu_tanh_and_mul example), phases (one solution's cold eval a few times, by phase:
+#           PHASES_ARGS, by default rmsnorm's Triton example), agreement (the audit against each honest fixture's
+#           claim, repeated: how far each stands from a false reject; AGREEMENT_ARGS, e.g. "--honest --files
+#           cuda_graph_cache.py"),
 #           bench, ncu, calibrate, floor, start, probe, checks (the evaluation's own checks timed in-process on
 #           this host: benchmarks/bench_checks.py),
 #           repeat and repeat-nohold (run-to-run agreement with the held stream, the default, and without),
@@ -17,9 +21,10 @@
 #           agents (the agent loop, an external agent and a transfer experiment against a loopback model server,
 #           real GPU evaluations; then the loop's overhead), languages (one example per kernel language on one
 #           problem, and solutions posing as another language; the languages installed under
-#           /opt/solbench-lang by scripts/carry-language.sh, each on its own solutions' path), select (the GPU tests matching GPU_K, a pytest -k),
+#           /opt/solbench-lang by scripts/carry-language.sh, each on its own solutions' path),
 #           serve (the evaluation service under load: request latency, served throughput, times idle and loaded;
-#           needs the service's wheels in .whl: fastapi, starlette, uvicorn, opentelemetry-api; docs/GPU.md lists them)
+#           needs the service's wheels in .whl: fastapi, starlette, uvicorn, opentelemetry-api; docs/GPU.md lists
+#           them)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline ahead (about 100 s on the
@@ -104,6 +109,11 @@ for stage in "${stages[@]}"; do
                     PATH=/tmp/pybin:\$PATH /tmp/seb-site/bin/sol-execbench examples/triton/rmsnorm \
                     --solution examples/triton/rmsnorm/solution_triton.json -o $OUT/seb-rmsnorm.jsonl"; } \
              </dev/null 2>&1 | tee "$OUT/cost.txt" ;;
+    agreement) # the audit against the timing's claim per workload, with each one's margin over the conviction line:
+           # the honest corpus on the GPU, each solution AGREEMENT_REPEAT times (benchmarks/audit_agreement.py)
+           timeout ${AGREEMENT_LIMIT:-300} python3 benchmarks/audit_agreement.py --device cuda \
+             --budget-s $(( ${AGREEMENT_LIMIT:-300} - 40 )) --repeat ${AGREEMENT_REPEAT:-2} --out "$OUT/agreement.json" \
+             ${AGREEMENT_ARGS:---honest} </dev/null 2>&1 | tee "$OUT/agreement.txt" ;;
     phases) # one solution's cold eval, PHASES_RUNS times, by phase (benchmarks/eval_phases.py; rmsnorm in Triton)
            r=src/solbench/suite/norm/rmsnorm
            timeout ${PHASES_LIMIT:-240} python3 benchmarks/eval_phases.py --db "$SOLBENCH_GPU_DB" \

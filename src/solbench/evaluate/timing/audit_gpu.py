@@ -100,14 +100,7 @@ class GpuAudit:
         own = statistics.median(self._bracket(fill) for _ in range(OWN_REPS))
         if self.sub.subject.get("dps", True) or not self.slots.layout.outputs:
             return own
-        blocks = self.slots.layout.outputs
-
-        def store():
-            for s in slots:
-                for b in blocks:
-                    self.slots.at(b, s).copy_(self.slots.at(b, 0))
-
-        return own + statistics.median(self._bracket(store) for _ in range(OWN_REPS))
+        return own + statistics.median(self._bracket(lambda: self.slots.store_like(m)) for _ in range(OWN_REPS))
 
     def call(self, k: int, first: int, inputs: list[list[Any]], values: list[Any]):
         """Audit group ``k``, one call per input set on slots ``first``, ``first + 1``, ...: (outputs per call,

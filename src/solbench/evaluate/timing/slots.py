@@ -43,6 +43,16 @@ class Slots:
         for block in self.layout.outputs:
             sentinel_fill(self.at(block, s))
 
+    def store_like(self, m: int) -> None:
+        """What a candidate that returns its outputs (not in destination-passing style) adds to a group of ``m``
+        calls: one copy of each output into each of the group's slots, here from the next slot's. Never a slot
+        onto itself: torch skips a copy between views of the same memory, and the group's first store would go
+        unmeasured."""
+        for s in range(m):
+            source = (s + 1) % self.layout.n
+            for block in self.layout.outputs:
+                self.at(block, s).copy_(self.at(block, source))
+
     def take(self, s: int, values: list[Any]) -> tuple[list[Any], list[Any]]:
         """(outputs with in-place inputs appended, every input as the call left it), copied out of slot ``s``."""
         outs = [self.at(b, s).clone() for b in self.layout.outputs]

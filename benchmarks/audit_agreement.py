@@ -51,7 +51,7 @@ def honest(device: str, wanted: set[str]) -> list[tuple[str, object, Path]]:
     for e in entries:
         if wanted and e["file"] not in wanted:
             continue
-        if device == "cpu" and e["runs_on"] != "cpu" or device != "cpu" and not e.get("gpu_too", True):
+        if (device == "cpu" and e["runs_on"] != "cpu") or (device != "cpu" and not e.get("gpu_too", True)):
             continue
         name = e.get("problem", "problem")
         if name not in problems:

@@ -400,9 +400,9 @@ def test_a_short_audit_rechecks_proportionally_more_of_its_calls():
         assert abs(len(judged) / 200 - want) < 0.6 * want ** 0.5, (boost, len(judged))
 
 
-def test_the_audit_stops_after_the_short_look_only_when_told_it_is_enough(monkeypatch):
-    """``run`` with a CPU engine stand-in: asked after each counted bracket from the SHORT_LOOK-th, it ends there
-    when ``enough`` says so, and counts every bracket when it does not."""
+def _stand_ins(monkeypatch, calls: list | None = None):
+    """``audit.run``'s engine, slots and hand-over replaced by stand-ins (a CPU engine whose every bracket takes
+    1 ms, recording each bracket's inputs in ``calls``); returns a subject for ``run``."""
     from solbench.evaluate.timing import audit
 
     class Engine:
@@ -415,6 +415,8 @@ def test_the_audit_stops_after_the_short_look_only_when_told_it_is_enough(monkey
             return 0.0
 
         def call(self, k, first, inputs, values):
+            if calls is not None:
+                calls.append(list(inputs))
             return [[1.0] for _ in inputs], [[] for _ in inputs], 1.0
 
         def finish(self, a, warm):
@@ -443,6 +445,15 @@ def test_the_audit_stops_after_the_short_look_only_when_told_it_is_enough(monkey
     monkeypatch.setattr(audit, "Slots", Slots)
     monkeypatch.setattr(audit, "_begin", lambda *a: None)
     monkeypatch.setattr(audit, "_end", lambda *a, **k: None)
+    return Sub()
+
+
+def test_the_audit_stops_after_the_short_look_only_when_told_it_is_enough(monkeypatch):
+    """``run`` with a CPU engine stand-in: asked after each counted bracket from the SHORT_LOOK-th, it ends there
+    when ``enough`` says so, and counts every bracket when it does not."""
+    from solbench.evaluate.timing import audit
+
+    sub = _stand_ins(monkeypatch)
     asked = []
 
     def enough(a):
@@ -450,10 +461,34 @@ def test_the_audit_stops_after_the_short_look_only_when_told_it_is_enough(monkey
         return True
 
     draw = lambda seed: [seed]  # noqa: E731
-    short = audit.run(Sub(), "w", draw, [], [], Calibration(0.0, 0.0), None, 16, enough=enough)
+    short = audit.run(sub, "w", draw, [], [], Calibration(0.0, 0.0), None, 16, enough=enough)
     assert short.short and len(short.trusted_ms) == SHORT_LOOK and asked == [SHORT_LOOK]
-    whole = audit.run(Sub(), "w", draw, [], [], Calibration(0.0, 0.0), None, 16, enough=lambda a: False)
+    whole = audit.run(sub, "w", draw, [], [], Calibration(0.0, 0.0), None, 16, enough=lambda a: False)
     assert not whole.short and len(whole.trusted_ms) == 16
+
+
+def test_only_counted_brackets_draw_and_none_of_them_sees_the_probe(monkeypatch):
+    """The brackets not counted (``WARM_CALLS``) are handed the probe's inputs, drawn once; every counted bracket
+    gets a draw of its own, made for it, and none of them is the probe's (a call that saw inputs before could
+    answer them from memory)."""
+    from solbench.evaluate.timing import audit
+
+    calls: list = []
+    sub = _stand_ins(monkeypatch, calls)
+    drawn: list[int] = []
+
+    def draw(seed):
+        drawn.append(seed)
+        return [("set", seed)]
+
+    got = audit.run(sub, "w", draw, [], [], Calibration(0.0, 0.0), None, 16)
+    warm, counted = calls[:audit.WARM_CALLS], calls[audit.WARM_CALLS:]
+    probe = [("set", drawn[0])]
+    assert len(got.trusted_ms) == len(counted) == 16
+    assert all(inputs == [probe] for inputs in warm)
+    assert len(drawn) == 1 + len(counted)  # the probe, then one draw per counted bracket
+    seen = [x for inputs in counted for x in inputs]
+    assert probe not in seen and len({x[0][1] for x in seen}) == len(seen)
 
 
 BLIND = [0.0, 0.5, -0.4, 0.05, 0.6, -0.3, 0.02, 0.45, -0.35, 0.01, 0.55, -0.2]  # a noisy audit that saw nothing

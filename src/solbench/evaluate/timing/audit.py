@@ -54,7 +54,7 @@ AUDIT_CALLS = {"cuda": 12, "cpu": 16}
 MIN_AUDIT_CALLS = 4  # a slow call is audited fewer times, never fewer than this
 AUDIT_BUDGET_S = 1.0  # the audited calls' own time that sets how many a slow call gets
 CALIB_GROUP = 32  # null calls in a bracket of the GPU's calibration (with brackets of one: the gap per call)
-WARM_CALLS = 3  # the first calls of an audit are not counted (one for a slow call)
+WARM_CALLS = 3  # the first brackets of an audit are not counted (one for a slow call); they get the probe, no draw
 #: a median sample this far below the audit's time is a forged time (docs/SECURITY.md: measured agreement)
 AGREE = {"cuda": 0.8, "cpu": 0.35}
 #: the audit's resolution at least, per bracket (a group's calls share it): on the GPU the hand-over between two
@@ -264,7 +264,9 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
                 break
             m = engine.group
             seed = ctx.seed_for(uuid, AUDIT_DRAWS + first_draw + drawn)
-            inputs = [probe] if drawn == 0 and m == 1 else draw_sets(draw, seed, m)  # one draw of m sets
+            # a bracket not counted gets the probe's inputs in every slot (no counted call sees them: its draws
+            # come after them); a counted one gets one draw of m fresh sets
+            inputs = [probe] * m if k < warm else draw_sets(draw, seed, m)
             with ctx.phases("timing.audit.bracket"):  # the hand-over, the calls and the copies in and out
                 outs, after, ms = engine.call(k, drawn % slots.layout.n, inputs, values[k])
             drawn += m

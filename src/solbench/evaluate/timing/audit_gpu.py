@@ -54,34 +54,37 @@ class GpuAudit:
         self.sub, self.slots, self.group = sub, slots, group
         self.dev = sub.ctx.dev
         self.stream = torch.cuda.Stream(self.dev)
-        self.stamps = torch.zeros(2, dtype=torch.int64, device=self.dev)
-        self.hold_s = FIRST_HOLD_S
-        globaltimer.warm(self.dev)
+        self.stamps = torch.zeros(2 * OWN_REPS, dtype=torch.int64, device=self.dev)
+        self.hold_s = FIRST_HOLD_S  # a group's hold: its host side holds the candidate's launches
+        self.own_hold_s = FIRST_HOLD_S  # the hold of the trusted side's own share: its launches alone
         flags = slots.arena.buf[slots.flags:]
         flags.zero_()  # before the candidate hears of the audit: no flag is raised yet
-        torch.cuda.synchronize(self.dev)
         self.go, self.done = slots.flag(0), slots.flag(1)
         try:
+            globaltimer.warm(self.dev)
             memops.wait(self.stream, self.go, 0)  # a wait that holds nothing: the driver offers them
         except memops.MemopsUnavailable as exc:
             raise Unaudited(str(exc)) from None
 
-    def _bracket(self, work) -> float:
-        """The trusted stream's stamps around ``work()`` alone, in ms: behind a hold that outlasts its launches
-        (as in a group's bracket), so that the stamps hold the device's time, not the host's."""
+    def _reps(self, work) -> float:
+        """The median of ``OWN_REPS`` runs of ``work()`` in ms, each between two stamps of the trusted stream, all
+        behind one hold that outlasts their launches (as a group's bracket is), so that the stamps hold the
+        device's time, not the host's. The hold is the trusted side's own (``own_hold_s``): a group's hold also
+        covers the candidate's launches and its answer, tens of milliseconds of idle device for a large group."""
         torch = self.torch
         while True:
             t0 = time.perf_counter()
             with torch.cuda.stream(self.stream):
-                globaltimer.hold(self.hold_s)
-                globaltimer.stamp(self.stamps, 0)
-                work()
-                globaltimer.stamp(self.stamps, 1)
+                globaltimer.hold(self.own_hold_s)
+                for r in range(OWN_REPS):
+                    globaltimer.stamp(self.stamps, 2 * r)
+                    work()
+                    globaltimer.stamp(self.stamps, 2 * r + 1)
             host_s = time.perf_counter() - t0
             self.stream.synchronize()
-            if host_s < self.hold_s or self.hold_s >= MAX_HOLD_S:
-                return globaltimer.spans_ms(self.stamps)[0]
-            self.hold_s = min(MAX_HOLD_S, 2 * host_s + 1e-4)
+            if host_s < self.own_hold_s or self.own_hold_s >= MAX_HOLD_S:
+                return statistics.median(globaltimer.spans_ms(self.stamps))
+            self.own_hold_s = min(MAX_HOLD_S, 2 * host_s + 1e-4)
 
     def own_ms(self, probe: list[Any], m: int) -> float:
         """The trusted side's own work inside a group's bracket, timed here alone: the copies of the inputs into
@@ -97,10 +100,10 @@ class GpuAudit:
                 self.slots.fill(s, probe)
             self.sub.ctx.flusher()
 
-        own = statistics.median(self._bracket(fill) for _ in range(OWN_REPS))
+        own = self._reps(fill)
         if self.sub.subject.get("dps", True) or not self.slots.layout.outputs:
             return own
-        return own + statistics.median(self._bracket(lambda: self.slots.store_like(m)) for _ in range(OWN_REPS))
+        return own + self._reps(lambda: self.slots.store_like(m))
 
     def call(self, k: int, first: int, inputs: list[list[Any]], values: list[Any]):
         """Audit group ``k``, one call per input set on slots ``first``, ``first + 1``, ...: (outputs per call,

@@ -4,35 +4,74 @@
 advances in steps of 32 ns (measured with ``benchmarks/probe_trusted_clock.py --role ticks``). A stamp kernel
 writes it into memory only the trusted worker holds, so nothing in a candidate's process can change a stamp.
 
-CUDA loads kernels lazily and waits for the context to go idle before it loads one; every kernel the audit's
-stream uses is therefore launched once (``warm``) before the audit holds its stream.
+The stamp kernel is a few lines of PTX that the CUDA driver compiles when it loads them, launched through the
+driver's own entry points (ctypes, as ``memops``): no kernel compiler runs in the trusted worker, and a launch
+costs microseconds of the host's time (a Triton kernel cost 0.43 s of its compiler's start per worker and about a
+tenth of a millisecond per launch, inside the hold). CUDA loads kernels lazily and waits for the context to go idle
+before it loads one; every kernel the audit's stream uses is therefore launched once (``warm``) before the audit
+holds its stream.
 """
 
 from __future__ import annotations
 
-_STAMP = None
+import ctypes
+
+from solbench.evaluate.timing.memops import MemopsUnavailable, driver_library
+
+#: stamp(out, i): out[i] = %globaltimer (one thread)
+PTX = b"""
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry solbench_stamp(.param .u64 out, .param .u32 i)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r1, [i];
+    cvta.to.global.u64 %rd2, %rd1;
+    mul.wide.u32 %rd3, %r1, 8;
+    add.s64 %rd4, %rd2, %rd3;
+    mov.u64 %rd5, %globaltimer;
+    st.global.u64 [%rd4], %rd5;
+    ret;
+}
+\x00"""
+
+_KERNELS: dict[int, ctypes.c_void_p] = {}  # the current CUDA context's handle -> its stamp kernel
 
 
-def _kernel():
-    global _STAMP
-    if _STAMP is None:
-        import triton
-        import triton.language as tl
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        raise MemopsUnavailable(f"{what} failed (CUDA driver error {rc})")
 
-        @triton.jit
-        def stamp(out, i):
-            z = tl.zeros([1], tl.int32)
-            t = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [z], dtype=tl.int64,
-                                          is_pure=False, pack=1)
-            tl.store(out + i + tl.arange(0, 1), t)
 
-        _STAMP = stamp
-    return _STAMP
+def _kernel() -> tuple[ctypes.CDLL, ctypes.c_void_p]:
+    """The driver and the stamp kernel of the calling thread's current context (loaded once per context)."""
+    lib = driver_library()
+    ctx = ctypes.c_void_p()
+    _check(lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+    if not ctx.value:
+        raise MemopsUnavailable("no CUDA context is current on this thread")
+    fn = _KERNELS.get(ctx.value)
+    if fn is None:
+        module, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        _check(lib.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(PTX)), "cuModuleLoadData (the stamp kernel)")
+        _check(lib.cuModuleGetFunction(ctypes.byref(fn), module, b"solbench_stamp"), "cuModuleGetFunction")
+        _KERNELS[ctx.value] = fn
+    return lib, fn
 
 
 def stamp(buf, i: int) -> None:
     """Write the device's nanosecond timer into ``buf[i]`` (int64, on the device) from the current stream."""
-    _kernel()[(1,)](buf, i)
+    import torch
+
+    lib, fn = _kernel()
+    out, idx = ctypes.c_uint64(buf.data_ptr()), ctypes.c_uint32(i)
+    params = (ctypes.c_void_p * 2)(ctypes.addressof(out), ctypes.addressof(idx))
+    stream = ctypes.c_void_p(torch.cuda.current_stream(buf.device).cuda_stream)
+    _check(lib.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, None), "cuLaunchKernel (the stamp kernel)")
 
 
 def hold(seconds: float) -> None:

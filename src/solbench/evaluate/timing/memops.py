@@ -24,11 +24,26 @@ class MemopsUnavailable(RuntimeError):
 
 
 @lru_cache(maxsize=1)
-def _driver() -> tuple:
+def driver_library() -> ctypes.CDLL:
+    """The CUDA driver's library, with the argument types of the entry points the audit calls (``globaltimer``
+    launches its stamp kernel through it too)."""
     try:
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError as exc:
         raise MemopsUnavailable(f"the CUDA driver could not be opened: {exc}") from None
+    p, u32 = ctypes.c_void_p, ctypes.c_uint
+    lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(p)]
+    lib.cuModuleLoadData.argtypes = [ctypes.POINTER(p), ctypes.c_char_p]
+    lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(p), p, ctypes.c_char_p]
+    lib.cuLaunchKernel.argtypes = [p, u32, u32, u32, u32, u32, u32, u32, p, ctypes.POINTER(p), ctypes.POINTER(p)]
+    for fn in (lib.cuCtxGetCurrent, lib.cuModuleLoadData, lib.cuModuleGetFunction, lib.cuLaunchKernel):
+        fn.restype = ctypes.c_int
+    return lib
+
+
+@lru_cache(maxsize=1)
+def _driver() -> tuple:
+    lib = driver_library()
     fns = []
     for name in ("cuStreamWaitValue32", "cuStreamWriteValue32"):
         fn = getattr(lib, name + "_v2", None) or getattr(lib, name, None)

@@ -531,3 +531,45 @@ def test_blind_looks_are_looked_past_a_few_times_and_the_last_confirms_nothing(m
     record = confirm(_Sub(), "w", None, [], [], None, [0.08] * 30)
     assert len(asked) == BLIND_LOOKS + 1 == record["audit_looks"]
     assert record["audit_ms"] is None and "too noisy" in record["audit_unconfirmed"]
+
+
+def test_the_trusted_sides_lack_of_device_memory_ends_the_audit_not_the_solution(monkeypatch):
+    """Device memory that runs out on the trusted side in the middle of an audit (its draws, its copies out) ends
+    the candidate's audit and reads as the audit's own limit (``OutOfRoom``, a time left unconfirmed), never as an
+    exception the solution is failed for."""
+    import torch
+
+    from solbench.evaluate.timing import audit
+
+    sub = _stand_ins(monkeypatch)
+    ended = []
+    monkeypatch.setattr(audit, "_end", lambda s, quiet=False: ended.append(quiet))
+
+    def draw(seed):
+        if seed > audit.AUDIT_DRAWS:  # the probe's draw fits; the first counted bracket's does not
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return [seed]
+
+    with pytest.raises(audit.OutOfRoom) as raised:
+        audit.run(sub, "w", draw, [], [], Calibration(0.0, 0.0), None, 16)
+    assert raised.value.group == 1 and ended == [True]
+    assert isinstance(raised.value, audit.Unaudited)
+
+
+def test_an_audit_whose_groups_do_not_fit_is_made_again_one_call_per_bracket(monkeypatch):
+    from solbench.evaluate.timing import audit
+
+    asked = []
+
+    def run(sub, *args, group=None, **kw):
+        asked.append(group)
+        if group is None:
+            raise audit.OutOfRoom(8)
+        return audit.Audit(method="stamps", trusted_ms=[1.0] * 12, group=group)
+
+    monkeypatch.setattr(audit, "run", run)
+    got = audit._run_within_memory(_Sub(), "w", None, [], [], Calibration(0.0, 0.0), None, 12)
+    assert asked == [None, 1] and got.group == 1
+    monkeypatch.setattr(audit, "run", lambda *a, **k: (_ for _ in ()).throw(audit.OutOfRoom(1)))
+    with pytest.raises(audit.OutOfRoom):  # a single call that does not fit: nothing smaller to try
+        audit._run_within_memory(_Sub(), "w", None, [], [], Calibration(0.0, 0.0), None, 12)

@@ -44,7 +44,7 @@ from solbench.evaluate.boundary.ring import Layout, draw_sets, set_key
 from solbench.evaluate.isolation.sandbox import CandidateGone
 from solbench.evaluate.timing import audit_gpu
 from solbench.evaluate.timing.audit_cpu import CpuAudit
-from solbench.evaluate.timing.audit_gpu import Unaudited
+from solbench.evaluate.timing.audit_gpu import OutOfRoom, Unaudited, out_of_memory
 from solbench.evaluate.timing.audit_recheck import Recheck, unwritten_calls
 from solbench.evaluate.timing.handover import Ended
 from solbench.evaluate.timing.slots import FLAG_STRIDE, Slots
@@ -245,20 +245,26 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
     ctx = sub.ctx
     cuda = ctx.dev.type == "cuda"
     warm = WARM_CALLS if n >= AUDIT_CALLS["cuda" if cuda else "cpu"] else 1
-    probe = draw(ctx.seed_for(uuid, AUDIT_DRAWS + first_draw))
-    m = (group or _group(ctx, probe, shapes, inplace, claimed_ms)) if cuda else 1
     brackets = n + warm + (n if cuda else 0)  # on the GPU a bracket whose host side outlasted its hold is redone
-    slots = Slots(sub, probe, shapes, inplace, m)
+    m = group or 1
+    try:
+        probe = draw(ctx.seed_for(uuid, AUDIT_DRAWS + first_draw))
+        m = (group or _group(ctx, probe, shapes, inplace, claimed_ms)) if cuda else 1
+        slots = Slots(sub, probe, shapes, inplace, m)
+        engine = audit_gpu.GpuAudit(sub, slots, m) if cuda else CpuAudit(sub, slots)
+    except Exception as exc:
+        if out_of_memory(exc):
+            raise OutOfRoom(m) from None
+        raise
     values = [_values(probe)] * brackets  # plain values do not vary between draws of one workload
-    engine = audit_gpu.GpuAudit(sub, slots, m) if cuda else CpuAudit(sub, slots)
     _begin(sub, slots, values)
     audit = Audit(method="stamps" if cuda else "cpu_time", overhead_ms=calib.overhead_ms, call_ms=calib.call_ms,
                   group=m)
-    own = {m: engine.own_ms(probe, m)}
-    audit.own_ms = own[m]
     check = Recheck(recheck, boost=max(1.0, n / SHORT_LOOK) if enough is not None else 1.0)
     drawn = 0
     try:
+        own = {m: engine.own_ms(probe, m)}
+        audit.own_ms = own[m]
         for k in range(brackets):
             if len(audit.trusted_ms) >= n:
                 break
@@ -294,6 +300,11 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
     except (Rejected, Unaudited):
         _end(sub, quiet=True)
         raise
+    except Exception as exc:  # the trusted side's device memory ran out (the draws, the copies out, the checks)
+        if not out_of_memory(exc):
+            raise
+        _end(sub, quiet=True)
+        raise OutOfRoom(m) from None
     audit.rechecked = check.checked
     _end(sub)
     engine.finish(audit, warm)
@@ -446,9 +457,9 @@ def _look(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: lis
         kind = "cuda" if ctx.dev.type == "cuda" else "cpu"
         short = (lambda a: clearly_confirmed(samples_ms, a, kind)) if look == 0 else None  # a second look is whole
         with ctx.phases("timing.audit"):
-            audit = run(sub, uuid, draw, shapes, inplace, calib, recheck, n,
-                        statistics.median(samples_ms) if samples_ms else 0.0, first_draw=look * LOOK_DRAWS,
-                        enough=short)
+            audit = _run_within_memory(sub, uuid, draw, shapes, inplace, calib, recheck, n,
+                                       statistics.median(samples_ms) if samples_ms else 0.0,
+                                       first_draw=look * LOOK_DRAWS, enough=short)
     except Unaudited as why:
         return "unconfirmed", str(why)[:300], None, None
     if not audit.short and len(audit.trusted_ms) < n // 2:
@@ -456,3 +467,24 @@ def _look(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: lis
                                f"({audit_gpu.MAX_HOLD_S * 1e3:.0f} ms)"), audit, calib
     outcome, why = verdict(samples_ms, audit, calib, ctx.dev.type)
     return outcome, why, audit, calib
+
+
+def _run_within_memory(sub, *args, **kw) -> Audit:
+    """``run``, and where the trusted side's device memory did not hold its groups of calls, ``run`` again with
+    one call per bracket (``OutOfRoom`` where even that does not fit: the time stays unconfirmed). On a device
+    whose memory a workload nearly fills (an 8192-token cross-entropy over a 128k vocabulary on an 80 GB H100),
+    a group's slots, fresh draws and copies out are the audit's largest demand, and a solution that fits is not
+    failed for the harness's own."""
+    try:
+        return run(sub, *args, **kw)
+    except OutOfRoom as full:
+        if full.group <= 1:
+            raise
+    import gc
+
+    import torch
+
+    gc.collect()
+    if sub.ctx.dev.type == "cuda":
+        torch.cuda.empty_cache()  # what the first try's blocks held goes back before the slots are lent again
+    return run(sub, *args, group=1, **kw)

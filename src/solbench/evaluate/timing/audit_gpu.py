@@ -38,6 +38,22 @@ class Unaudited(Exception):
     """The audit could not be made (the time stays unconfirmed)."""
 
 
+class OutOfRoom(Unaudited):
+    """The trusted side ran out of device memory for the audit's groups of ``group`` calls: the harness's limit,
+    not the solution's failure (a smaller group may fit)."""
+
+    def __init__(self, group: int):
+        super().__init__(f"the trusted side ran out of device memory for the audit's groups of {group} call(s)")
+        self.group = group
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is torch's out-of-memory error (the device's; the host's is ``MemoryError``)."""
+    import torch
+
+    return isinstance(exc, torch.OutOfMemoryError)
+
+
 def group_size(claimed_ms: float, slot_bytes: int, free_bytes: int) -> int:
     """How many calls one bracket holds: enough for ``GROUP_MS`` of device time by the timing's median, at most
     ``MAX_GROUP`` and as many slots as ``GROUP_BYTES`` (or a quarter of the free memory) holds, at least one."""

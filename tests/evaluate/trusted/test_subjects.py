@@ -84,10 +84,46 @@ def test_a_process_that_hangs_or_breaks_the_protocol_is_killed_without_a_grace()
             graces.append(grace_s)
 
     sub = subjects.RemoteSubject.__new__(subjects.RemoteSubject)
-    sub.restarts, sub.timed_out, sub.arena, sub._null = 0, False, None, None
+    sub.restarts, sub.timed_out, sub.arena, sub._null, sub._launched = 0, False, None, None, None
     for why in ("timeout", "crash"):
         sub.proc = Proc()
         sub.gone(CandidateGone(why, "no answer"))
     sub.proc = Proc()
     sub.close()
     assert graces == [0, 0, 2.0]
+
+
+def test_the_audits_null_candidate_starts_beside_the_candidate_and_is_the_one_it_gets(monkeypatch, tmp_path):
+    """``start(with_null=True)``: the null candidate's process is started right after the candidate's, before the
+    candidate's load is answered, and it is the one the audit's first ``new_null_partner`` gets (a later one
+    starts anew); a candidate that does not load ends the null candidate started beside it."""
+    from types import SimpleNamespace
+
+    import torch
+
+    events: list[tuple[str, bool]] = []
+    failing: set[bool] = set()
+    monkeypatch.setattr(subjects.RemoteSubject, "_launch",
+                        lambda self: events.append(("launch", bool(self.subject.get("null")))) or ({}, 0.0))
+
+    def loaded(self, load, t0):
+        null = bool(self.subject.get("null"))
+        events.append(("loaded", null))
+        return "did not load" if null in failing else None
+
+    monkeypatch.setattr(subjects.RemoteSubject, "_loaded", loaded)
+    monkeypatch.setattr(subjects.RemoteSubject, "close", lambda self: events.append(("close", True)))
+    ctx = SimpleNamespace(workdir=tmp_path, dev=torch.device("cpu"), job={})
+    sub = subjects.RemoteSubject(ctx, {"language": "pytorch", "kernel_names": []})
+    assert sub.start(with_null=True) is None
+    assert events == [("launch", False), ("launch", True), ("loaded", False)]
+    sub.new_null_partner()
+    assert events[3:] == [("loaded", True)]  # the null candidate started ahead, not a second one
+    sub.new_null_partner()
+    assert events[4:] == [("launch", True), ("loaded", True)]
+    events.clear()
+    failing.add(False)
+    again = subjects.RemoteSubject(ctx, {"language": "pytorch", "kernel_names": []})
+    assert again.start(with_null=True) == "did not load"
+    assert events == [("launch", False), ("launch", True), ("loaded", False), ("close", True)]
+    assert again._launched is None

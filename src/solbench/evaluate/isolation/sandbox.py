@@ -111,6 +111,7 @@ class CandidateProcess:
     _buf: bytearray = field(default_factory=bytearray)
     _cmd: Any = None
     _reply_fd: int = -1
+    _stray: bool = False  # a line came between the last two commands (``send``)
 
     def start(self) -> None:
         cmd_r, cmd_w = os.pipe()
@@ -145,12 +146,21 @@ class CandidateProcess:
 
     def request(self, msg: dict[str, Any], timeout_s: float) -> tuple[dict[str, Any], bool]:
         """Send one command, wait for its one-line reply: (the reply, whether it came alone)."""
+        self.send(msg)
+        return self.receive(timeout_s)
+
+    def send(self, msg: dict[str, Any]) -> None:
+        """The first half of ``request``: one command sent (its reply read by ``receive``)."""
         if self.proc is None:
             raise CandidateGone("crash", "the candidate's process is not running")
         self._drain()  # anything written between exchanges is a line no command asked for
-        stray = bool(self._buf)
+        self._stray = bool(self._buf)
         self._buf.clear()
         self.send_line(json.dumps(msg))
+
+    def receive(self, timeout_s: float) -> tuple[dict[str, Any], bool]:
+        """The second half of ``request``: the command's one-line reply, and whether it came alone."""
+        stray = self._stray
         line = self.read_line(timeout_s)
         self._drain()
         try:

@@ -354,6 +354,11 @@ def _null_draw(ctx) -> Callable[[int], list[Any]]:
 _CALIBRATED: dict[tuple[str, str], Calibration] = {}
 
 
+def calibrated(dev) -> bool:
+    """Whether this worker has calibrated the hand-over on ``dev`` (in some sandbox mode)."""
+    return any(key[0] == str(dev) for key in _CALIBRATED)
+
+
 def calibration(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[int],
                 fresh: bool = False) -> Calibration:
     """What a call's bracket holds besides the call. On the GPU: the hand-over, measured once per worker against

@@ -113,6 +113,8 @@ class RemoteSubject:
         self.isolation: str | None = None
         self.filtered = False  # the candidate's system-call filter, as read from outside its process
         self._null: RemoteSubject | None = None  # the null candidate the audit calibrates against (CPU)
+        #: a null candidate started ahead (``launch_null_partner``), its load's answer not yet read
+        self._launched: tuple[RemoteSubject, dict[str, Any], float] | None = None
         self.arena = None
         self.arena_id = 0
         self.harness: str | None = None  # the digest of the candidate's harness snapshot taken before its import
@@ -125,9 +127,21 @@ class RemoteSubject:
         self.used_s = 0.0
 
     # the process --------------------------------------------------------------------------------------
-    def start(self) -> str | None:
-        """Start the candidate's process and load the solution; returns a compile error, or None."""
-        from solbench.evaluate.isolation.sandbox import CandidateGone, CandidateProcess, SandboxSpec
+    def start(self, with_null: bool = False) -> str | None:
+        """Start the candidate's process and load the solution; returns a compile error, or None. ``with_null``:
+        start the audit's null candidate beside it (``launch_null_partner``)."""
+        launched = self._launch()
+        if with_null:
+            self.launch_null_partner()
+        error = self._loaded(*launched)
+        if error and self._launched is not None:
+            self._launched[0].close()
+            self._launched = None
+        return error
+
+    def _launch(self) -> tuple[dict[str, Any], float]:
+        """The first half of ``start``: the process started and told to load (its answer read by ``_loaded``)."""
+        from solbench.evaluate.isolation.sandbox import CandidateProcess, SandboxSpec
 
         job = self.ctx.job
         sb = job["sandbox"]
@@ -145,8 +159,15 @@ class RemoteSubject:
                 "function": self.subject["function"], "dps": bool(self.subject.get("dps")),
                 "tf32": bool(self.ctx.definition.allow_tf32), "threads": int(job.get("cpu_threads") or 0),
                 "null": bool(self.subject.get("null")), "nonce": protocol.nonce()}
+        self.proc.send(load)
+        return load, t0
+
+    def _loaded(self, load: dict[str, Any], t0: float) -> str | None:
+        """The second half of ``start``: the process's answer to ``load`` (a compile error, or None)."""
+        from solbench.evaluate.isolation.sandbox import CandidateGone
+
         try:
-            raw, alone = self.proc.request(load, float(job.get("startup_timeout_s", 180)))
+            raw, alone = self.proc.receive(float(self.ctx.job.get("startup_timeout_s", 180)))
             reply = protocol.accept(raw, "ready", load["nonce"], alone)
         except CandidateGone as gone:
             self.stop()
@@ -180,11 +201,22 @@ class RemoteSubject:
             why = claimed or "it reported the filter installed"
             print(f"solbench: the candidate runs without its system-call filter ({why})", file=sys.stderr)
 
+    def launch_null_partner(self) -> None:
+        """Start the next ``new_null_partner`` now, beside this candidate's own start: its answer is read when the
+        audit first needs it, so that its start (a process, a CUDA context) costs no wait of its own."""
+        if self._launched is None:
+            null = RemoteSubject(self.ctx, dict(self.subject, null=True, language="pytorch"))
+            self._launched = (null, *null._launch())
+
     def new_null_partner(self) -> "RemoteSubject":
         """A started null candidate in this candidate's sandbox, with its calling convention: it loads no
-        solution (``audit``)."""
-        null = RemoteSubject(self.ctx, dict(self.subject, null=True, language="pytorch"))
-        error = null.start()
+        solution (``audit``); the one ``launch_null_partner`` started, where there is one."""
+        if self._launched is not None:
+            (null, load, t0), self._launched = self._launched, None
+            error = null._loaded(load, t0)
+        else:
+            null = RemoteSubject(self.ctx, dict(self.subject, null=True, language="pytorch"))
+            error = null.start()
         if error:
             from solbench.evaluate.timing.audit import Unaudited
 
@@ -215,6 +247,9 @@ class RemoteSubject:
         if self._null is not None:
             self._null.close()
             self._null = None
+        if self._launched is not None:
+            self._launched[0].close()
+            self._launched = None
 
     def begin(self, uuid: str, reference: Callable) -> None:
         pass

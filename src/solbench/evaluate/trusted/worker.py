@@ -322,7 +322,7 @@ def _subject(ctx: Context, subject: dict[str, Any]):
     if kind == "solution":
         remote = RemoteSubject(ctx, subject)
         with ctx.phases("candidate_start"):
-            error = remote.start()
+            error = remote.start(with_null=_audited(ctx, remote))
         if error:
             raise CompileError(error)
         return remote
@@ -335,6 +335,16 @@ def _subject(ctx: Context, subject: dict[str, Any]):
         mod = module_from_source(problem.baseline_source or "", "solbench_baseline", problem.directory / "baseline.py")
         return LocalSubject(ctx, entry(mod, "run"))
     raise CompileError(f"unknown subject {kind}")
+
+
+def _audited(ctx: Context, remote) -> bool:
+    """Whether the audit will start a null candidate for this subject: its times are taken (not an interpreted
+    one's), and on the GPU the hand-over is not yet calibrated in this worker (``audit.calibration``)."""
+    from solbench.evaluate.timing import audit
+
+    if not ctx.job.get("time", True) or remote.interpreted:
+        return False
+    return ctx.dev.type != "cuda" or not audit.calibrated(ctx.dev)
 
 
 def _environment(torch, device: str) -> dict[str, Any]:

@@ -234,8 +234,10 @@ class WorkloadJudging:
     def crashed(self, exc: Exception) -> None:
         """An exception out of any stage: runtime_error (out_of_memory, or exception, with cuda_fault and lost when
         this process's CUDA context broke)."""
-        if isinstance(exc, self.ctx.torch.OutOfMemoryError):
-            self.fail("runtime_error", ["out_of_memory"], None)
+        if isinstance(exc, self.ctx.torch.OutOfMemoryError):  # the solution's own comes back as a failed call
+            self.fail("runtime_error", ["out_of_memory"], "device memory ran out in the trusted worker while it "
+                      "judged this workload (its input draws, copies, reference or comparisons beside what the "
+                      "solution's process holds)" if self.untrusted else None)
             return
         from solbench.evaluate.boundary.calls import cuda_healthy
 

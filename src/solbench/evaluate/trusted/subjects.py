@@ -211,12 +211,9 @@ class RemoteSubject:
     def new_null_partner(self) -> "RemoteSubject":
         """A started null candidate in this candidate's sandbox, with its calling convention: it loads no
         solution (``audit``); the one ``launch_null_partner`` started, where there is one."""
-        if self._launched is not None:
-            (null, load, t0), self._launched = self._launched, None
-            error = null._loaded(load, t0)
-        else:
-            null = RemoteSubject(self.ctx, dict(self.subject, null=True, language="pytorch"))
-            error = null.start()
+        self.launch_null_partner()  # nothing to do where one was started beside this candidate
+        (null, load, t0), self._launched = self._launched, None
+        error = null._loaded(load, t0)
         if error:
             from solbench.evaluate.timing.audit import Unaudited
 

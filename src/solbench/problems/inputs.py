@@ -184,6 +184,16 @@ def _heavy(shape, gen, device, sigma: float) -> torch.Tensor:
     return m.mul_(sigma).sub_(sigma * sigma).exp_().mul_(n)
 
 
+def _onto(t: torch.Tensor, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A small tensor of the host's generator on ``device`` (in ``dtype``), the same values either way: on a GPU
+    through pinned memory without waiting, since a copy from pageable memory first waits for the stream's queued
+    work (the draw's own kernels: three such waits per activation held its draws to the device's pace)."""
+    t = t if dtype is None else t.to(dtype)
+    if device.type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 def _activation(shape, gen, device, pg, u: float, scale: tuple[float, float], outlier: tuple[float, float] | None,
                 lo: float, hi: float, sets: int = 1) -> torch.Tensor:
     """centre + s * heavy-tailed draw, with outlier channels and elements, clamped to [lo, hi].
@@ -205,14 +215,14 @@ def _activation(shape, gen, device, pg, u: float, scale: tuple[float, float], ou
         idx = torch.unique(torch.randint(dim, (1 + dim // OUTLIER_CHANNELS_PER,), generator=pg))
         gain = torch.ones(dim, dtype=torch.float64)
         gain[idx] = (_loguniform(pg, *outlier, len(idx)) / s).clamp_min(1.0)
-        x.mul_(gain.to(device=device, dtype=torch.float32))
+        x.mul_(_onto(gain, device, torch.float32))
     if outlier is not None and numel:
         per = numel // sets  # each set gets its own outlier elements, as many as one draw of it would
         at = torch.randint(per, (sets, 1 + per // OUTLIER_ELEMENTS_PER), generator=pg)
         idx = torch.unique((at + torch.arange(sets).mul_(per)[:, None]).flatten())
         sign = torch.randint(0, 2, (len(idx),), generator=pg, dtype=torch.float64) * 2 - 1
         vals = sign * _loguniform(pg, *outlier, len(idx))
-        x.view(-1)[idx.to(device)] = vals.to(device=device, dtype=torch.float32)
+        x.view(-1)[_onto(idx, device)] = _onto(vals, device, torch.float32)
     if centre:
         x.add_(centre)
     return x.clamp_(lo, hi)
@@ -290,7 +300,7 @@ def _rope(role: str, shape: tuple[int, ...], device: torch.device, dtype: torch.
     g = torch.Generator(device="cpu").manual_seed(angle_seed)
     rows = shape[0] if len(shape) > 1 else 1
     dim = shape[-1]
-    pos = torch.randint(0, 8192, (rows, 1), generator=g).to(device=device, dtype=torch.float64)
+    pos = _onto(torch.randint(0, 8192, (rows, 1), generator=g), device, torch.float64)
     half = (dim + 1) // 2
     inv = 10000.0 ** (-torch.arange(half, dtype=torch.float64, device=device) * 2 / max(dim, 2))
     ang = pos * inv

@@ -573,3 +573,42 @@ def test_an_audit_whose_groups_do_not_fit_is_made_again_one_call_per_bracket(mon
     monkeypatch.setattr(audit, "run", lambda *a, **k: (_ for _ in ()).throw(audit.OutOfRoom(1)))
     with pytest.raises(audit.OutOfRoom):  # a single call that does not fit: nothing smaller to try
         audit._run_within_memory(_Sub(), "w", None, [], [], Calibration(0.0, 0.0), None, 12)
+
+
+def test_a_workloads_own_share_is_launched_once_behind_a_hold_sized_from_the_last(monkeypatch):
+    """The trusted side's own share (``GpuAudit.own_ms``): the first workload's reps outlast the first hold and are
+    launched again behind a longer one; the next workload's hold is sized from the host time per slot they took,
+    so its reps, twice as many slots, are launched once."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from solbench.evaluate.timing import audit_gpu
+
+    clock = [0.0]
+    fills: list[int] = []
+    monkeypatch.setattr(audit_gpu, "_OWN_HOST_PER_SLOT", {})
+    monkeypatch.setattr(audit_gpu.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(audit_gpu.globaltimer, "hold", lambda s: None)
+    monkeypatch.setattr(audit_gpu.globaltimer, "stamp", lambda stamps, i: None)
+    monkeypatch.setattr(audit_gpu.globaltimer, "spans_ms", lambda stamps: [0.25] * audit_gpu.OWN_REPS)
+
+    def fill(slot, probe):  # a slot's copies and fill: 0.1 ms of the host's launches
+        fills.append(slot)
+        clock[0] += 1e-4
+
+    def engine():
+        a = object.__new__(audit_gpu.GpuAudit)
+        a.torch = SimpleNamespace(cuda=SimpleNamespace(stream=lambda s: contextlib.nullcontext(),
+                                                       current_stream=lambda dev: None))
+        a.stream = SimpleNamespace(wait_stream=lambda s: None, synchronize=lambda: None)
+        a.slots = SimpleNamespace(fill=fill)
+        a.sub = SimpleNamespace(ctx=SimpleNamespace(flusher=lambda: None), subject={"dps": True})
+        a.dev, a.stamps = "cuda:0", None
+        a.own_hold_s, a.own_host_s = audit_gpu.FIRST_HOLD_S, 0.0
+        return a
+
+    assert engine().own_ms([], 8) == 0.25
+    assert len(fills) == 2 * audit_gpu.OWN_REPS * 8  # 4 ms of launches behind a 2 ms hold: launched again
+    fills.clear()
+    assert engine().own_ms([], 16) == 0.25
+    assert len(fills) == audit_gpu.OWN_REPS * 16

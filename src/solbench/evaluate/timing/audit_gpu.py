@@ -32,6 +32,10 @@ HOLD_DECAY = 0.7  # after a bracket on time, the next hold is at least this shar
 GROUP_MS = 2.0  # the device time a group of calls aims at (by the timing's median)
 MAX_GROUP = 64  # calls in one group at most
 GROUP_BYTES = 8 << 30  # the slots of one group at most, in bytes (and a quarter of the device's free memory)
+#: per device, the host time per slot that the trusted side's own share last took to launch (``GpuAudit._reps``):
+#: a workload's first hold of it is sized from there, not ``FIRST_HOLD_S``, so that its reps are not launched
+#: twice, once behind a hold too short for them
+_OWN_HOST_PER_SLOT: dict[str, float] = {}
 
 
 class Unaudited(Exception):
@@ -73,6 +77,7 @@ class GpuAudit:
         self.stamps = torch.zeros(2 * OWN_REPS, dtype=torch.int64, device=self.dev)
         self.hold_s = FIRST_HOLD_S  # a group's hold: its host side holds the candidate's launches
         self.own_hold_s = FIRST_HOLD_S  # the hold of the trusted side's own share: its launches alone
+        self.own_host_s = 0.0  # the host time of the last reps (``_reps``) that their hold outlasted
         flags = slots.arena.buf[slots.flags:]
         flags.zero_()  # before the candidate hears of the audit: no flag is raised yet
         self.go, self.done = slots.flag(0), slots.flag(1)
@@ -99,6 +104,7 @@ class GpuAudit:
             host_s = time.perf_counter() - t0
             self.stream.synchronize()
             if host_s < self.own_hold_s or self.own_hold_s >= MAX_HOLD_S:
+                self.own_host_s = host_s
                 return statistics.median(globaltimer.spans_ms(self.stamps))
             self.own_hold_s = min(MAX_HOLD_S, 2 * host_s + 1e-4)
 
@@ -116,7 +122,11 @@ class GpuAudit:
                 self.slots.fill(s, probe)
             self.sub.ctx.flusher()
 
+        key = str(self.dev)
+        if key in _OWN_HOST_PER_SLOT:
+            self.own_hold_s = min(MAX_HOLD_S, max(MIN_HOLD_S, 2 * m * _OWN_HOST_PER_SLOT[key] + 1e-4))
         own = self._reps(fill)
+        _OWN_HOST_PER_SLOT[key] = self.own_host_s / m
         if self.sub.subject.get("dps", True) or not self.slots.layout.outputs:
             return own
         return own + self._reps(lambda: self.slots.store_like(m))

@@ -3,7 +3,8 @@
     python benchmarks/eval_phases.py --problem DIR_OR_NAME --solution FILE [--device cuda] [--db DB] \
         [--runs 3] [--src DIR ...] [--out phases.json]
 
-Each run is a fresh process (the CLI's start, the trusted worker's and the candidate's included); the first
+Each run is a fresh process (the CLI's start, the trusted worker's and the candidate's included: ``outside`` is
+the command's time around the evaluation itself, its imports and its printing); the first
 measures the baselines a database lacks, the later ones find them cached. Per run: the wall time, the worker's
 time, and each phase summed over the workloads (nested phases, ``timing.audit.bracket`` in ``timing.audit`` in
 ``timing``, are part of their parent; the audit's input draws are in ``inputs``), so that two trees can be
@@ -34,9 +35,8 @@ def phases(evaluation: dict) -> dict[str, float]:
     total: collections.Counter = collections.Counter()
     for w in evaluation.get("workloads") or []:
         total.update(w.get("phases") or {})
-    for key in ("worker", "worker_start", "candidate_start", "baselines", "build", "static_scan"):
-        if key in (evaluation.get("phases") or {}):
-            total[key] = evaluation["phases"][key]
+    for key, seconds in (evaluation.get("phases") or {}).items():  # the runner's and the worker's own
+        total[key] = seconds
     return {k: round(v, 3) for k, v in sorted(total.items())}
 
 
@@ -54,7 +54,10 @@ def one(args: argparse.Namespace, src: str | None) -> dict:
         ev = json.loads(proc.stdout)
     except ValueError:
         return {"wall_s": round(wall, 2), "rc": proc.returncode, "error": (proc.stderr or proc.stdout)[-400:]}
+    # outside: the command's own start and end around ``evaluate`` (imports, loading, storing, printing)
+    outside = wall - ev["elapsed_s"] if isinstance(ev.get("elapsed_s"), (int, float)) else None
     return {"wall_s": round(wall, 2), "rc": proc.returncode, "verdict": ev.get("verdict"),
+            "outside_s": None if outside is None else round(outside, 3),
             "workloads": len(ev.get("workloads") or []), "phases": phases(ev)}
 
 
@@ -70,7 +73,7 @@ def main() -> int:
     ap.add_argument("--out")
     args = ap.parse_args()
     runs = []
-    print(f"{'run':>5} {'wall s':>6} {'verdict':>8} " + " ".join(f"{name:>8}" for name in SHOWN.values()))
+    print(f"{'run':>5} {'wall s':>6} {'outside':>7} {'verdict':>8} " + " ".join(f"{name:>8}" for name in SHOWN.values()))
     for i in range(args.runs):
         for t, src in enumerate(args.src or [None]):
             r = dict(one(args, src), src=src)
@@ -80,7 +83,8 @@ def main() -> int:
                 print(f"{label:>5} {r['wall_s']:>6} rc {r['rc']}: {r['error']}")
                 continue
             cells = " ".join(f"{r['phases'].get(p, 0.0):>8.3f}" for p in SHOWN)
-            print(f"{label:>5} {r['wall_s']:>6} {r['verdict']:>8} {cells}")
+            outside = "" if r["outside_s"] is None else f"{r['outside_s']:.2f}"
+            print(f"{label:>5} {r['wall_s']:>6} {outside:>7} {r['verdict']:>8} {cells}")
     if args.out:
         Path(args.out).write_text(json.dumps({"problem": args.problem, "solution": args.solution,
                                               "device": args.device, "runs": runs}, indent=1))

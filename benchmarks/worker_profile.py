@@ -1,7 +1,7 @@
 """Where a solution's time goes in the trusted worker: one ``solbench eval`` with the worker under cProfile.
 
     python benchmarks/worker_profile.py --problem DIR_OR_NAME --solution FILE [--device cuda] [--db DB] \
-        [--top 40] [--out profile.txt]
+        [--top 40] [--out profile.txt] [--dump profile.pstats]
 
 The worker writes one profile per job (``SOLBENCH_WORKER_PROFILE``); they are merged and printed by cumulative
 time and by own time, so a phase of docs/PERFORMANCE.md's breakdown can be followed down to the calls it makes.
@@ -29,6 +29,7 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--limit-s", type=float, default=300)
     ap.add_argument("--out")
+    ap.add_argument("--dump", help="also write the merged profile here (pstats' format, for callers and callees)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="solbench-profile-") as where:
         os.chmod(where, 0o777)
@@ -45,6 +46,8 @@ def main() -> int:
         print(proc.stdout[-3000:], proc.stderr[-1500:], sep="\n", file=text)
         if files:
             stats = pstats.Stats(*map(str, files), stream=text)
+            if args.dump:
+                stats.dump_stats(args.dump)
             stats.strip_dirs()
             for key in ("cumulative", "tottime"):
                 print(f"\n== by {key} ==", file=text)

@@ -123,7 +123,7 @@ for stage in "${stages[@]}"; do
     profile) # where one solution's time goes in the trusted worker (cProfile), default the Triton gelu example
            g=src/solbench/suite/activation/gelu_tanh_and_mul
            timeout ${PROFILE_LIMIT:-180} python3 benchmarks/worker_profile.py --db "$SOLBENCH_GPU_DB" \
-             --out "$OUT/profile.txt" ${PROFILE_ARGS:---problem $g --solution $g/solutions/triton.py} </dev/null \
+             --out "$OUT/profile.txt" --dump "$OUT/profile.pstats" ${PROFILE_ARGS:---problem $g --solution $g/solutions/triton.py} </dev/null \
              >"$OUT/profile-log.txt" 2>&1; head -n 4 "$OUT/profile-log.txt" ;;
     serve) # the evaluation service under a bounded load: every starter example submitted, request latency, served
            # throughput, the rmsnorm example's times idle and under load (benchmarks/service_load.py)

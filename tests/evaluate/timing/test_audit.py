@@ -612,3 +612,54 @@ def test_a_workloads_own_share_is_launched_once_behind_a_hold_sized_from_the_las
     fills.clear()
     assert engine().own_ms([], 16) == 0.25
     assert len(fills) == audit_gpu.OWN_REPS * 16
+
+
+def test_the_calls_not_counted_fill_one_bracket_of_a_group_and_three_of_single_calls():
+    """``WARM_CALLS`` calls open an audit uncounted: three brackets of one call (the CPU, the calibration's single
+    calls), one bracket of a group of three or more; a slow call's audit (fewer than ``AUDIT_CALLS``) one."""
+    from solbench.evaluate.timing.audit import AUDIT_CALLS, WARM_CALLS, warm_brackets
+
+    assert WARM_CALLS == 3
+    assert warm_brackets(AUDIT_CALLS["cpu"], 1, cuda=False) == 3
+    assert warm_brackets(AUDIT_CALLS["cuda"], 1, cuda=True) == 3
+    assert warm_brackets(AUDIT_CALLS["cuda"], 2, cuda=True) == 2
+    assert [warm_brackets(AUDIT_CALLS["cuda"], m, cuda=True) for m in (3, 32, 64)] == [1, 1, 1]
+    assert warm_brackets(4, 1, cuda=True) == 1 and warm_brackets(4, 16, cuda=True) == 1
+
+
+def test_a_group_audit_counts_every_bracket_after_its_first(monkeypatch):
+    """On the GPU (a stand-in engine of groups of 8 calls) the first bracket alone is not counted: it gets the
+    probe's inputs, and each later one a draw of its own, counted."""
+    from solbench.evaluate.timing import audit
+
+    calls: list = []
+    sub = _stand_ins(monkeypatch, calls)
+    sub.ctx.dev.type = "cuda"
+    monkeypatch.setattr(audit.audit_gpu, "GpuAudit", lambda s, slots, m: _GroupEngine(m, calls))
+    monkeypatch.setattr(audit, "_group", lambda *a: 8)
+    probe = ["probe"]
+
+    def draw(seed):
+        return probe if seed == audit.AUDIT_DRAWS else [f"set-{seed}"]
+
+    got = audit.run(sub, "u", draw, [], [], Calibration(0.0, 0.0), None, 4, claimed_ms=0.25)
+    assert len(calls) == 5 and calls[0] == [probe] * 8
+    assert all(probe not in group for group in calls[1:])
+    assert len(got.trusted_ms) == 4 and got.calls == 32
+
+
+class _GroupEngine:
+    """A GPU engine stand-in: groups of ``group`` calls, each bracket 1 ms, recording each bracket's inputs."""
+
+    def __init__(self, group, calls):
+        self.group, self.calls = group, calls
+
+    def own_ms(self, probe, m):
+        return 0.0
+
+    def call(self, k, first, inputs, values):
+        self.calls.append(list(inputs))
+        return [[1.0] for _ in inputs], [[] for _ in inputs], 1.0
+
+    def finish(self, a, warm):
+        pass

@@ -54,7 +54,8 @@ AUDIT_CALLS = {"cuda": 12, "cpu": 16}
 MIN_AUDIT_CALLS = 4  # a slow call is audited fewer times, never fewer than this
 AUDIT_BUDGET_S = 1.0  # the audited calls' own time that sets how many a slow call gets
 CALIB_GROUP = 32  # null calls in a bracket of the GPU's calibration (with brackets of one: the gap per call)
-WARM_CALLS = 3  # the first brackets of an audit are not counted (one for a slow call); they get the probe, no draw
+WARM_CALLS = 3  # the first calls of an audit are not counted (one for a slow call): ``warm_brackets``; the brackets
+#: that hold them get the probe's inputs, no draw
 #: a median sample this far below the audit's time is a forged time (docs/SECURITY.md: measured agreement)
 AGREE = {"cuda": 0.8, "cpu": 0.35}
 #: the audit's resolution at least, per bracket (a group's calls share it): on the GPU the hand-over between two
@@ -244,12 +245,12 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
     on, whether the audit may end there (its brackets then re-check ``n / SHORT_LOOK`` times as many calls)."""
     ctx = sub.ctx
     cuda = ctx.dev.type == "cuda"
-    warm = WARM_CALLS if n >= AUDIT_CALLS["cuda" if cuda else "cpu"] else 1
-    brackets = n + warm + (n if cuda else 0)  # on the GPU a bracket whose host side outlasted its hold is redone
     m = group or 1
     try:
         probe = draw(ctx.seed_for(uuid, AUDIT_DRAWS + first_draw))
         m = (group or _group(ctx, probe, shapes, inplace, claimed_ms)) if cuda else 1
+        warm = warm_brackets(n, m, cuda)
+        brackets = n + warm + (n if cuda else 0)  # on the GPU a bracket whose host side outlasted its hold is redone
         slots = Slots(sub, probe, shapes, inplace, m)
         engine = audit_gpu.GpuAudit(sub, slots, m) if cuda else CpuAudit(sub, slots)
     except Exception as exc:
@@ -309,6 +310,14 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
     _end(sub)
     engine.finish(audit, warm)
     return audit
+
+
+def warm_brackets(n: int, m: int, cuda: bool) -> int:
+    """The brackets of an audit of ``n`` counted ones of ``m`` calls that are not counted: enough for
+    ``WARM_CALLS`` calls (one for a slow call, ``n`` under ``AUDIT_CALLS``), never fewer than one. A group's first
+    bracket makes a call on every slot the later ones use, and its host side sets their hold."""
+    calls = WARM_CALLS if n >= AUDIT_CALLS["cuda" if cuda else "cpu"] else 1
+    return max(1, -(-calls // max(1, m)))
 
 
 def _group(ctx, probe: list[Any], shapes, inplace: list[int], claimed_ms: float) -> int:

@@ -61,9 +61,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 for stage in "${stages[@]}"; do
   start=$(date +%s)
   case "$stage" in
-    run|rerun) # rerun: the main job again on the same machine, its builds and baselines cached by the run before
-           timeout ${RUN_LIMIT:-350} python3 -m solbench.cli run --device cuda --db "$SOLBENCH_GPU_DB" --quiet \
-             ${RUN_ARGS:-} </dev/null 2>&1 | tee "$OUT/$stage.txt" ;;
+    run|rerun) # rerun: the main job again on the same machine, its builds and baselines cached by the run before;
+           # its log has a line per step, and every thread's stack 20 s before the limit where it is still running
+           SOLBENCH_STACKS_AFTER=$(( ${RUN_LIMIT:-350} - 20 )) timeout ${RUN_LIMIT:-350} python3 -m solbench.cli run \
+             --device cuda --db "$SOLBENCH_GPU_DB" ${RUN_ARGS:-} </dev/null 2>&1 | tee "$OUT/$stage.txt" ;;
     fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m "gpu and not bundled and not languages" -v -rfE -p no:cacheprovider tests \
              </dev/null 2>&1 | tee "$OUT/fast.txt" ;;
     quick) timeout ${QUICK_LIMIT:-540} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest or \

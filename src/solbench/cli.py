@@ -305,7 +305,21 @@ def _groups() -> None:
 _groups()
 
 
+def _stacks_later() -> None:
+    """``SOLBENCH_STACKS_AFTER=S``: every thread's stack to stderr once the command has run S seconds (a
+    diagnosis of a run that a time limit will stop: the log then says where it was)."""
+    import faulthandler
+
+    try:
+        after = float(os.environ.get("SOLBENCH_STACKS_AFTER") or 0)
+    except ValueError:
+        return
+    if after > 0:
+        faulthandler.dump_traceback_later(after)
+
+
 def main() -> None:
+    _stacks_later()
     try:
         from solbench.evaluate.trusted.keeper import end_with_signals
 

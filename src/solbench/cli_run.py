@@ -120,12 +120,10 @@ def run(
 def _evaluate_all(selected: list[tuple], options: dict, store, run_id: int, mode: str, where: dict, dev: str, hw,
                   jobs: int, db: Path, build_jobs: int | None, quiet: bool) -> list:
     """The run's evaluations: through the scheduler, one after another in this process, or side by side."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
     from solbench.cli_options import err
+    from solbench.cli_progress import run_progress
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=err, disable=quiet) as progress:
+    with run_progress(err, quiet) as progress:
         task = progress.add_task(f"solbench run on {dev} ({hw.id})", total=len(selected))
         if mode != "inline":
             from solbench.cli_schedule import scheduled

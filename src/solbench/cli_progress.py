@@ -1,0 +1,62 @@
+"""``solbench run``'s progress: rich's bars on a terminal; in a log (a batch system's, CI's, a redirected
+stderr), where the bars would show only once the run has ended, one line per step instead.
+
+A line says the time since the run started, the bar's name, where it stands and what it works on now, so that a
+run stopped by a time limit leaves in its log the step it was in::
+
+    [   12 s] native builds 3/17
+    [  148 s] solbench run on cuda (h100-sxm) 0/35 (now: rmsnorm / triton)
+    [  157 s] solbench run on cuda (h100-sxm) 1/35 (ended: rmsnorm / triton)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+class LogProgress:
+    """The part of ``rich.progress.Progress`` that ``run`` uses (``add_task``, ``update``, ``advance``), as lines
+    printed to ``console``; the context manager does nothing."""
+
+    def __init__(self, console) -> None:
+        self.console = console
+        self.t0 = time.monotonic()
+        self.tasks: dict[int, dict[str, Any]] = {}
+
+    def __enter__(self) -> "LogProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def add_task(self, description: str, total: float | None = None, **_: Any) -> int:
+        task = len(self.tasks)
+        self.tasks[task] = {"name": description, "now": "", "total": total, "completed": 0}
+        return task
+
+    def update(self, task: int, description: str | None = None, advance: float = 0, **_: Any) -> None:
+        t = self.tasks[task]
+        if description is not None:
+            t["now"] = "" if description == t["name"] else description
+        t["completed"] += advance
+        self._line(t, ended=bool(advance) and description is None)
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        self.update(task, advance=advance)
+
+    def _line(self, t: dict[str, Any], ended: bool) -> None:
+        done = f"{t['completed']:g}" + (f"/{t['total']:g}" if t["total"] is not None else "")
+        now = f" ({'ended' if ended else 'now'}: {t['now']})" if t["now"] else ""
+        self.console.print(f"[{time.monotonic() - self.t0:5.0f} s] {t['name']} {done}{now}", markup=False,
+                           highlight=False)
+
+
+def run_progress(console, quiet: bool):
+    """Bars on an interactive terminal (none when ``quiet``), lines in a log (``LogProgress``)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    if not quiet and not console.is_interactive:
+        return LogProgress(console)
+    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=quiet)

@@ -1,0 +1,32 @@
+"""``solbench run``'s progress in a log (cli_progress.py): a line per step where the bars would not show."""
+
+import io
+
+from rich.console import Console
+
+from solbench.cli_progress import LogProgress, run_progress
+
+
+def test_a_log_gets_a_line_per_step_with_what_it_works_on():
+    buf = io.StringIO()
+    console = Console(file=buf, width=200)
+    assert not console.is_interactive
+    with run_progress(console, quiet=False) as progress:
+        assert isinstance(progress, LogProgress)
+        run = progress.add_task("solbench run on cuda (h100)", total=2)
+        builds = progress.add_task("native builds", total=3)
+        progress.update(run, description="rmsnorm / triton")
+        progress.advance(builds)
+        progress.advance(run)
+    lines = [line.split("] ", 1)[1] for line in buf.getvalue().splitlines()]
+    assert lines == ["solbench run on cuda (h100) 0/2 (now: rmsnorm / triton)", "native builds 1/3",
+                     "solbench run on cuda (h100) 1/2 (ended: rmsnorm / triton)"]
+
+
+def test_quiet_prints_nothing_and_a_terminal_gets_bars():
+    buf = io.StringIO()
+    with run_progress(Console(file=buf), quiet=True) as progress:
+        progress.advance(progress.add_task("x", total=1))
+    assert buf.getvalue() == ""
+    assert not isinstance(run_progress(Console(file=io.StringIO(), force_interactive=True, force_terminal=True),
+                                       quiet=False), LogProgress)

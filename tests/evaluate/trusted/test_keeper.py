@@ -73,7 +73,8 @@ def test_the_signal_handler_can_retire_workers_while_the_main_thread_keeps_them(
     import sys
 
     code = ("import os, signal\nfrom solbench.evaluate.trusted import keeper\n"
-            "worker = type('Worker', (), {'stop': lambda self, grace_s=5.0: print('stopped', grace_s, flush=True)})\n"
+            "worker = type('Worker', (), {'stop': lambda self, grace_s=5.0: print('stopped', grace_s, flush=True),\n"
+            "                             'kill': lambda self: print('killed', flush=True)})\n"
             "keeper._JUDGES['cpu'] = worker()\n"
             "with keeper._JUDGES_LOCK:\n    keeper.retire_all()\nprint('retired', list(keeper._JUDGES), flush=True)\n"
             "keeper._JUDGES['cpu'] = worker()\nkeeper.end_with_signals()\nos.kill(os.getpid(), signal.SIGTERM)\n"
@@ -84,8 +85,35 @@ def test_the_signal_handler_can_retire_workers_while_the_main_thread_keeps_them(
     except subprocess.TimeoutExpired:
         raise AssertionError("retiring the workers waited for the lock its own thread held") from None
     # the user's signal kills at once: a worker waiting on a candidate's call would spend the grace
-    assert res.stdout.split() == ["stopped", "5.0", "retired", "[]", "stopped", "0"], res.stderr[-2000:]
+    assert res.stdout.split() == ["stopped", "5.0", "retired", "[]", "killed", "stopped", "0"], res.stderr[-2000:]
     assert res.returncode == -signal.SIGTERM
+
+
+def test_the_users_end_kills_every_worker_before_waiting_for_any(monkeypatch):
+    """Retiring with no grace (Ctrl-C, SIGTERM): each worker's session is killed first, then each is waited for,
+    so that a run with a worker per core (its compiles ahead) ends in one teardown's time, not in their sum."""
+    events = []
+
+    class Worker:
+        def __init__(self, name):
+            self.name = name
+
+        def kill(self):
+            events.append(("kill", self.name))
+
+        def stop(self, grace_s=5.0):
+            events.append(("stop", self.name, grace_s))
+
+    names = ("cuda", "cuda#compile-ahead-0", "cuda#compile-ahead-1")
+    monkeypatch.setattr(keeper, "_JUDGES", {k: Worker(k) for k in names})
+    keeper.retire_all(grace_s=0)
+    assert [e[0] for e in events] == ["kill"] * 3 + ["stop"] * 3
+    assert {e[1] for e in events if e[0] == "stop"} == set(names)
+    assert keeper._JUDGES == {}
+    events.clear()
+    monkeypatch.setattr(keeper, "_JUDGES", {"cpu": Worker("cpu")})
+    keeper.retire_all()  # with its grace (the end of a command): asked to stop, not killed first
+    assert events == [("stop", "cpu", 5.0)]
 
 
 def test_a_worker_is_ended_even_when_closing_its_pipe_fails():

@@ -147,6 +147,13 @@ class Judge:
         except OSError:
             return ""
 
+    def kill(self) -> None:
+        """Kill its session now (``stop`` then waits for it)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def stop(self, grace_s: float = 5.0) -> None:
         """Close its pipes, give it ``grace_s`` to exit, then kill its session (0: a worker that hangs, failed, or
         is ended by a signal the user sent: the grace would only delay the end)."""
@@ -190,8 +197,17 @@ def worker_pids() -> list[int]:
 
 
 def retire_all(grace_s: float = 5.0) -> None:
-    for device in list(_JUDGES):
-        retire_judge(device, grace_s)
+    """Retire every kept worker; with no grace (the user asked for the end), every worker's session is killed
+    before any is waited for, so that their CUDA contexts are torn down side by side, not one after another (a
+    run's compiles ahead keep a worker per core)."""
+    with _JUDGES_LOCK:
+        judges = list(_JUDGES.values())
+        _JUDGES.clear()
+    if grace_s <= 0:
+        for judge in judges:
+            judge.kill()
+    for judge in judges:
+        judge.stop(grace_s)
 
 
 class Stopped(KeyboardInterrupt):

@@ -73,7 +73,8 @@ def main() -> int:
     ap.add_argument("--out")
     args = ap.parse_args()
     runs = []
-    print(f"{'run':>5} {'wall s':>6} {'outside':>7} {'verdict':>8} " + " ".join(f"{name:>8}" for name in SHOWN.values()))
+    head = " ".join(f"{name:>8}" for name in SHOWN.values())
+    print(f"{'run':>5} {'wall s':>6} {'outside':>7} {'verdict':>8} {head}")
     for i in range(args.runs):
         for t, src in enumerate(args.src or [None]):
             r = dict(one(args, src), src=src)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ctypes
 
-from solbench.evaluate.timing.memops import MemopsUnavailable, driver_library
+from solbench.evaluate.timing.memops import MemopsUnavailable, check, driver_library
 
 #: stamp(out, i): out[i] = %globaltimer (one thread)
 PTX = b"""
@@ -42,23 +42,18 @@ PTX = b"""
 _KERNELS: dict[int, ctypes.c_void_p] = {}  # the current CUDA context's handle -> its stamp kernel
 
 
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        raise MemopsUnavailable(f"{what} failed (CUDA driver error {rc})")
-
-
 def _kernel() -> tuple[ctypes.CDLL, ctypes.c_void_p]:
     """The driver and the stamp kernel of the calling thread's current context (loaded once per context)."""
     lib = driver_library()
     ctx = ctypes.c_void_p()
-    _check(lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+    check(lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
     if not ctx.value:
         raise MemopsUnavailable("no CUDA context is current on this thread")
     fn = _KERNELS.get(ctx.value)
     if fn is None:
         module, fn = ctypes.c_void_p(), ctypes.c_void_p()
-        _check(lib.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(PTX)), "cuModuleLoadData (the stamp kernel)")
-        _check(lib.cuModuleGetFunction(ctypes.byref(fn), module, b"solbench_stamp"), "cuModuleGetFunction")
+        check(lib.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(PTX)), "cuModuleLoadData (the stamp kernel)")
+        check(lib.cuModuleGetFunction(ctypes.byref(fn), module, b"solbench_stamp"), "cuModuleGetFunction")
         _KERNELS[ctx.value] = fn
     return lib, fn
 
@@ -71,7 +66,7 @@ def stamp(buf, i: int) -> None:
     out, idx = ctypes.c_uint64(buf.data_ptr()), ctypes.c_uint32(i)
     params = (ctypes.c_void_p * 2)(ctypes.addressof(out), ctypes.addressof(idx))
     stream = ctypes.c_void_p(torch.cuda.current_stream(buf.device).cuda_stream)
-    _check(lib.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, None), "cuLaunchKernel (the stamp kernel)")
+    check(lib.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, None), "cuLaunchKernel (the stamp kernel)")
 
 
 def hold(seconds: float) -> None:

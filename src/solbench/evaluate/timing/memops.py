@@ -55,16 +55,17 @@ def _driver() -> tuple:
     return tuple(fns)
 
 
-def _check(rc: int, what: str) -> None:
+def check(rc: int, what: str) -> None:
+    """A CUDA driver call's status: anything but success makes the audit unavailable."""
     if rc != 0:
         raise MemopsUnavailable(f"{what} failed (CUDA driver error {rc})")
 
 
 def wait(stream, address: int, value: int) -> None:
     """``stream``'s later work waits until the flag at ``address`` is at least ``value``."""
-    _check(_driver()[0](stream.cuda_stream, address, value & 0xFFFFFFFF, WAIT_GEQ), "cuStreamWaitValue32")
+    check(_driver()[0](stream.cuda_stream, address, value & 0xFFFFFFFF, WAIT_GEQ), "cuStreamWaitValue32")
 
 
 def write(stream, address: int, value: int) -> None:
     """Set the flag at ``address`` to ``value`` after all of ``stream``'s earlier work."""
-    _check(_driver()[1](stream.cuda_stream, address, value & 0xFFFFFFFF, 0), "cuStreamWriteValue32")
+    check(_driver()[1](stream.cuda_stream, address, value & 0xFFFFFFFF, 0), "cuStreamWriteValue32")

@@ -604,7 +604,7 @@ def test_a_workloads_own_share_is_launched_once_behind_a_hold_sized_from_the_las
         a.slots = SimpleNamespace(fill=fill)
         a.sub = SimpleNamespace(ctx=SimpleNamespace(flusher=lambda: None), subject={"dps": True})
         a.dev, a.stamps = "cuda:0", None
-        a.own_hold_s, a.own_host_s = audit_gpu.FIRST_HOLD_S, 0.0
+        a.own_hold_s = audit_gpu.FIRST_HOLD_S
         return a
 
     assert engine().own_ms([], 8) == 0.25

@@ -77,7 +77,6 @@ class GpuAudit:
         self.stamps = torch.zeros(2 * OWN_REPS, dtype=torch.int64, device=self.dev)
         self.hold_s = FIRST_HOLD_S  # a group's hold: its host side holds the candidate's launches
         self.own_hold_s = FIRST_HOLD_S  # the hold of the trusted side's own share: its launches alone
-        self.own_host_s = 0.0  # the host time of the last reps (``_reps``) that their hold outlasted
         flags = slots.arena.buf[slots.flags:]
         flags.zero_()  # before the candidate hears of the audit: no flag is raised yet
         self.go, self.done = slots.flag(0), slots.flag(1)
@@ -87,10 +86,10 @@ class GpuAudit:
         except memops.MemopsUnavailable as exc:
             raise Unaudited(str(exc)) from None
 
-    def _reps(self, work) -> float:
-        """The median of ``OWN_REPS`` runs of ``work()`` in ms, each between two stamps of the trusted stream, all
-        behind one hold that outlasts their launches (as a group's bracket is), so that the stamps hold the
-        device's time, not the host's. The hold is the trusted side's own (``own_hold_s``): a group's hold also
+    def _reps(self, work) -> tuple[float, float]:
+        """The median of ``OWN_REPS`` runs of ``work()`` in ms, and the host's time to launch them (s): each run
+        between two stamps of the trusted stream, all behind one hold that outlasts their launches (as a group's
+        bracket is), so that the stamps hold the device's time, not the host's. The hold is the trusted side's own (``own_hold_s``): a group's hold also
         covers the candidate's launches and its answer, tens of milliseconds of idle device for a large group."""
         torch = self.torch
         while True:
@@ -104,8 +103,7 @@ class GpuAudit:
             host_s = time.perf_counter() - t0
             self.stream.synchronize()
             if host_s < self.own_hold_s or self.own_hold_s >= MAX_HOLD_S:
-                self.own_host_s = host_s
-                return statistics.median(globaltimer.spans_ms(self.stamps))
+                return statistics.median(globaltimer.spans_ms(self.stamps)), host_s
             self.own_hold_s = min(MAX_HOLD_S, 2 * host_s + 1e-4)
 
     def own_ms(self, probe: list[Any], m: int) -> float:
@@ -125,11 +123,11 @@ class GpuAudit:
         key = str(self.dev)
         if key in _OWN_HOST_PER_SLOT:
             self.own_hold_s = min(MAX_HOLD_S, max(MIN_HOLD_S, 2 * m * _OWN_HOST_PER_SLOT[key] + 1e-4))
-        own = self._reps(fill)
-        _OWN_HOST_PER_SLOT[key] = self.own_host_s / m
+        own, host_s = self._reps(fill)
+        _OWN_HOST_PER_SLOT[key] = host_s / m
         if self.sub.subject.get("dps", True) or not self.slots.layout.outputs:
             return own
-        return own + self._reps(lambda: self.slots.store_like(m))
+        return own + self._reps(lambda: self.slots.store_like(m))[0]
 
     def call(self, k: int, first: int, inputs: list[list[Any]], values: list[Any]):
         """Audit group ``k``, one call per input set on slots ``first``, ``first + 1``, ...: (outputs per call,

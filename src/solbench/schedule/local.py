@@ -29,21 +29,20 @@ PING_S = 10.0
 
 class _Process:
     def __init__(self, slot: Slot, db: Path | None, log: Path):
-        from solbench.evaluate.isolation.namespaces import die_with_parent
+        from solbench.evaluate.isolation.namespaces import PARENT_ENV
         from solbench.evaluate.trusted.keeper import module_paths
 
         cmd_r, cmd_w = os.pipe()
         res_r, res_w = os.pipe()
         paths = module_paths() + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), **{PARENT_ENV: str(os.getpid())})
         if slot.visible is not None:
             env["CUDA_VISIBLE_DEVICES"] = slot.visible
         argv = [sys.executable, "-m", "solbench.schedule.slot", str(cmd_r), str(res_w), slot.device,
                 str(db) if db else ""]
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                         pass_fds=(cmd_r, res_w), env=env, start_new_session=True,
-                                         preexec_fn=die_with_parent)
+                                         pass_fds=(cmd_r, res_w), env=env, start_new_session=True)
         os.close(cmd_r)
         os.close(res_w)
         self.cmd = os.fdopen(cmd_w, "w", buffering=1)

@@ -139,7 +139,10 @@ def answer(spec_json: str, device: str, store: Any) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     """``python -m solbench.schedule.slot CMD_FD RESULT_FD DEVICE [DB]``."""
     cmd_fd, res_fd, device = int(argv[0]), int(argv[1]), argv[2]
+    from solbench.evaluate.isolation import namespaces
     from solbench.evaluate.trusted import keeper
+
+    namespaces.die_with_parent(namespaces.parent_from_env())  # the scheduler's end is this slot's
 
     keeper.end_with_signals()
     keeper.judge_for(device)  # the trusted worker starts now and stays warm between jobs

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -87,3 +88,63 @@ def test_workers_and_candidates_die_with_the_runner(tmp_path, sig):
             runner.kill()
         for pid in _alive(_descendants(runner.pid)):
             os.kill(pid, signal.SIGKILL)
+
+
+# ---- starting a process from a threaded one ----------------------------------------------------------------
+_WATCHED: set[int] = set()  # the threads whose forks are counted
+_FORKS: list[int] = []
+
+
+def _note_fork() -> None:
+    if threading.get_ident() in _WATCHED:
+        _FORKS.append(threading.get_ident())
+
+
+os.register_at_fork(before=_note_fork)
+
+
+def _forks_while(start):
+    """How many forks of this thread ran the interpreter's at-fork handlers while ``start()`` ran: a
+    ``preexec_fn`` (Python in the forked copy of a threaded process) runs them, and they take locks other
+    threads may hold (a run's compiles ahead deadlocked so, 14 threads starting workers beside an import)."""
+    _FORKS.clear()
+    _WATCHED.add(threading.get_ident())
+    try:
+        return start(), len(_FORKS)
+    finally:
+        _WATCHED.discard(threading.get_ident())
+
+
+def test_a_trusted_worker_starts_with_no_python_in_a_forked_copy_of_the_runner():
+    from solbench.evaluate.trusted.keeper import Judge
+
+    judge, forks = _forks_while(lambda: Judge("cpu"))
+    try:
+        assert judge.alive()
+        assert forks == 0
+    finally:
+        judge.kill()
+        judge.stop(0)
+
+
+def test_a_slot_process_starts_with_no_python_in_a_forked_copy_of_the_scheduler(tmp_path):
+    from solbench.schedule.devices import Slot
+    from solbench.schedule.local import _Process
+
+    proc, forks = _forks_while(lambda: _Process(Slot("cpu:0", "cpu"), None, tmp_path / "slot.log"))
+    try:
+        assert forks == 0
+    finally:
+        proc.kill()
+
+
+def test_a_process_whose_starter_already_ended_ends_at_once():
+    """die_with_parent's signal comes only for a parent that ends after the call: one that ended before (the
+    process id the child was told is no longer its parent) ends the child there."""
+    code = ("from solbench.evaluate.isolation.namespaces import die_with_parent; die_with_parent({}); "
+            "print('alive')")
+    mine = subprocess.run([sys.executable, "-c", code.format(os.getpid())], capture_output=True, text=True,
+                          timeout=60)
+    assert mine.returncode == 0 and mine.stdout.strip() == "alive", mine.stderr
+    gone = subprocess.run([sys.executable, "-c", code.format(-1)], capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 1 and gone.stdout == "", gone.stderr

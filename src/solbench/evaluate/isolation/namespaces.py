@@ -85,10 +85,27 @@ def enter_namespaces() -> None:
     Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
 
 
-def die_with_parent() -> None:
+#: a process started by solbench finds its starter's process id here (``die_with_parent``)
+PARENT_ENV = "SOLBENCH_PARENT"
+
+
+def die_with_parent(parent: int | None = None) -> None:
+    """Be killed (SIGKILL) when the thread that started this process ends. ``parent``: the process id that
+    started this one, where it is set after an exec (started without a ``preexec_fn``, which runs Python in a
+    forked copy of a threaded process and takes the interpreter's at-fork locks in the parent: 14 threads
+    starting workers while another imported deadlocked a run): a parent that ended before the call sends no
+    signal, so this process ends at once."""
     import signal
 
     _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
+
+
+def parent_from_env() -> int | None:
+    """The starter's process id that ``PARENT_ENV`` gives, if any."""
+    value = os.environ.get(PARENT_ENV, "")
+    return int(value) if value.isdigit() else None
 
 
 def _locked_flags(path: str) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from solbench import tempdirs
-from solbench.evaluate.isolation.namespaces import die_with_parent
+from solbench.evaluate.isolation.namespaces import PARENT_ENV
 from solbench.evaluate.isolation.sandbox import end_process
 from solbench.evaluate.trusted.report import WorkloadReport
 from solbench.evaluate.verdict import limits
@@ -49,7 +49,7 @@ def module_paths() -> list[str]:
 def _worker_env(device: str) -> dict[str, str]:
     """What the worker's environment holds besides the scrubbed one: its device, and where a profiling run
     (``SOLBENCH_WORKER_PROFILE``, benchmarks only) wants its jobs' profiles; a candidate gets neither."""
-    env = {"SOLBENCH_WORKER_DEVICE": device}
+    env = {"SOLBENCH_WORKER_DEVICE": device, PARENT_ENV: str(os.getpid())}
     if os.environ.get("SOLBENCH_WORKER_PROFILE"):
         env["SOLBENCH_WORKER_PROFILE"] = os.environ["SOLBENCH_WORKER_PROFILE"]
     return env
@@ -120,8 +120,7 @@ class Judge:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(cmd_r, res_w),
                 cwd=str(self.dir), env=child_env({**_worker_env(device), **(env or {})}, bytecode=True),
-                start_new_session=True,
-                preexec_fn=die_with_parent)  # killed when the runner ends
+                start_new_session=True)  # killed when the runner ends: it calls die_with_parent itself
         os.close(cmd_r)
         os.close(res_w)
         self.cmd = os.fdopen(cmd_w, "w", buffering=1)

@@ -190,12 +190,13 @@ def _upcast(x, torch):
 # ---- the worker ------------------------------------------------------------------------------------------
 def main(cmd_fd: int, result_fd: int) -> int:
     """Serve jobs (one job file path per line on ``cmd_fd``) until the runner closes the pipe."""
+    from solbench.evaluate.isolation import namespaces
+
+    # the runner's end is this worker's, whatever signal ended it (before the imports: it may end meanwhile)
+    namespaces.die_with_parent(namespaces.parent_from_env())
     import torch
 
     from solbench.evaluate.boundary.calls import cuda_healthy, set_threads
-    from solbench.evaluate.isolation import namespaces
-
-    namespaces.die_with_parent()  # the runner's end is this worker's, whatever signal ended it
     for name in harness():
         importlib.import_module(name)
     from solbench.evaluate.isolation.sandbox import namespaces_available

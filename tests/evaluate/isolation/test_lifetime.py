@@ -1,5 +1,6 @@
 """The trusted worker, its zygote and every candidate end with the runner, whatever signal ends it."""
 
+import json
 import os
 import signal
 import subprocess
@@ -148,3 +149,10 @@ def test_a_process_whose_starter_already_ended_ends_at_once():
     assert mine.returncode == 0 and mine.stdout.strip() == "alive", mine.stderr
     gone = subprocess.run([sys.executable, "-c", code.format(-1)], capture_output=True, text=True, timeout=60)
     assert gone.returncode == 1 and gone.stdout == "", gone.stderr
+
+
+def test_a_candidate_from_a_fresh_interpreter_whose_starter_already_ended_ends_before_its_sandbox():
+    spec = json.dumps({"parent": -1})  # not this interpreter's parent: its starter ended before it began
+    done = subprocess.run([sys.executable, "-m", "solbench.evaluate.isolation.sandbox", spec, "0", "1"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1 and done.stderr == "", done.stderr[-2000:]

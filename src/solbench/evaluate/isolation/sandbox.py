@@ -138,7 +138,7 @@ class CandidateProcess:
     def _popen(self, cmd_r: int, reply_w: int) -> subprocess.Popen:
         """A fresh interpreter that sets itself up as a zygote's child does (``python -m
         solbench.evaluate.isolation.sandbox``), then imports torch inside its sandbox."""
-        spec = dict(self.spec.to_dict(), namespaces=self.spec.namespaced)
+        spec = dict(self.spec.to_dict(), namespaces=self.spec.namespaced, parent=os.getpid())
         argv = [sys.executable, "-m", "solbench.evaluate.isolation.sandbox", json.dumps(spec), str(cmd_r), str(reply_w)]
         with open(self.log_path, "ab") as log:
             return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -326,7 +326,7 @@ def _candidate_child(spec: dict[str, Any], cmd_r: int, reply_w: int, log_fd: int
 
     os.setsid()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    namespaces.die_with_parent()
+    namespaces.die_with_parent(spec.get("parent"))  # set for a fresh interpreter: its starter may have ended
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     if log_fd >= 0:

@@ -189,7 +189,7 @@ def run_jailed(out: Path, src: Path, view: dict[str, Any] | None, deadline: floa
     env = {"PATH": search_path(), "HOME": str(out), "TMPDIR": str(out / "tmp"), "LANG": "C", "LC_ALL": "C"}
     (out / "tmp").mkdir(exist_ok=True)
     spec: dict[str, Any] = {"argv": [ninja, "-C", str(out)], "cwd": str(out), "env": env,
-                            "cpu_s": max(10, int(deadline - time.monotonic()) + 10),
+                            "cpu_s": max(10, int(deadline - time.monotonic()) + 10), "parent": os.getpid(),
                             "namespaces": bool(view is not None and namespaces_available())}
     if spec["namespaces"]:
         spec["view"] = {"private": str(out), "staged": str(src), "hidden": sorted(set(view.get("hidden", []))

@@ -32,7 +32,7 @@ def run(spec: dict[str, Any]) -> int:
     """Isolate (where ``spec["namespaces"]``), limit, and exec ``spec["argv"]``; returns only on failure."""
     from solbench.evaluate.isolation import namespaces
 
-    namespaces.die_with_parent()
+    namespaces.die_with_parent(spec.get("parent"))  # the build's starter: a runner that ended meanwhile ends it
     if spec.get("namespaces"):
         namespaces.enter_namespaces()
         pid = os.fork()  # process 1 of the new PID namespace

@@ -7,6 +7,10 @@ run stopped by a time limit leaves in its log the step it was in::
     [   12 s] native builds 3/17
     [  148 s] solbench run on cuda (h100-sxm) 0/35 (now: rmsnorm / triton)
     [  157 s] solbench run on cuda (h100-sxm) 1/35 (ended: rmsnorm / triton)
+
+Steps that run side by side (the compiles ahead) name the one that ended and its time::
+
+    [   64 s] torch.compile baselines ahead 89/92 (ended: rmsnorm / rmsnorm-llama31-8b-decode-t1 in 12 s)
 """
 
 from __future__ import annotations
@@ -35,12 +39,20 @@ class LogProgress:
         self.tasks[task] = {"name": description, "now": "", "total": total, "completed": 0}
         return task
 
-    def update(self, task: int, description: str | None = None, advance: float = 0, **_: Any) -> None:
+    def update(self, task: int, description: str | None = None, advance: float = 0, ended: str | None = None,
+               **_: Any) -> None:
+        """``ended``: what the step that ended was, where the bar's description does not say it (steps that
+        run side by side: a bar keeps its rich name, the line names the step); rich keeps it as a field."""
         t = self.tasks[task]
         if description is not None:
             t["now"] = "" if description == t["name"] else description
         t["completed"] += advance
-        self._line(t, ended=bool(advance) and description is None)
+        if ended is not None:
+            t["now"] = ended
+        over = bool(advance) and (description is None or ended is not None)
+        self._line(t, ended=over)
+        if over:
+            t["now"] = ""  # nothing is under way in it until the next step is named
 
     def advance(self, task: int, advance: float = 1) -> None:
         self.update(task, advance=advance)

@@ -120,4 +120,5 @@ def compile_first(problems: list, options: dict, store, workers: int, cores: set
     if not aheads:
         return
     task = progress.add_task("torch.compile baselines ahead", total=sum(len(a.uuids) for a in aheads))
-    compile_ahead.compile_ahead(aheads, opts, workers, cores, done=lambda *_: progress.advance(task))
+    compile_ahead.compile_ahead(aheads, opts, workers, cores, done=lambda unit, _: progress.update(
+        task, advance=1, ended=f"{unit.problem.name} / {unit.uuids[0]} in {unit.seconds:.0f} s"))

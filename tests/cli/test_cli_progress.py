@@ -30,3 +30,14 @@ def test_quiet_prints_nothing_and_a_terminal_gets_bars():
     assert buf.getvalue() == ""
     assert not isinstance(run_progress(Console(file=io.StringIO(), force_interactive=True, force_terminal=True),
                                        quiet=False), LogProgress)
+
+
+def test_a_step_run_beside_others_is_named_with_its_time_where_it_ends():
+    buf = io.StringIO()
+    with run_progress(Console(file=buf, width=200), quiet=False) as progress:
+        ahead = progress.add_task("torch.compile baselines ahead", total=2)
+        progress.update(ahead, advance=1, ended="rmsnorm / rmsnorm-t1 in 12 s")
+        progress.advance(ahead)  # a step that names nothing does not repeat the name of the one before
+    lines = [line.split("] ", 1)[1] for line in buf.getvalue().splitlines()]
+    assert lines == ["torch.compile baselines ahead 1/2 (ended: rmsnorm / rmsnorm-t1 in 12 s)",
+                     "torch.compile baselines ahead 2/2"]

@@ -1,5 +1,6 @@
 """``run``'s work ahead of its evaluations (cli_schedule.py): the torch.compile baselines compiled first, with the
-run's own options, on the spare cores, a progress bar counting them; nothing where there are no spare cores."""
+run's own options, on the spare cores, a progress bar counting them and naming each with its time; nothing where
+there are no spare cores."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tests.paths import AXPY
 
 class Progress:
     def __init__(self):
-        self.tasks, self.advanced = {}, 0
+        self.tasks, self.advanced, self.ended = {}, 0, []
 
     def add_task(self, name, total=None):
         self.tasks[name] = total
@@ -20,6 +21,10 @@ class Progress:
     def advance(self, task, n=1):
         self.advanced += n
 
+    def update(self, task, advance=0, ended=None):
+        self.advanced += advance
+        self.ended.append(ended)
+
 
 def test_the_runs_compile_baselines_are_compiled_first_on_the_spare_cores(monkeypatch):
     calls = []
@@ -27,8 +32,8 @@ def test_the_runs_compile_baselines_are_compiled_first_on_the_spare_cores(monkey
     def fake(aheads, opts, workers, cores=None, done=None, one=None):
         calls.append(([(a.problem.name, a.uuids) for a in aheads], opts.device, opts.baselines, workers, cores))
         for a in aheads:
-            for uuid in a.uuids:
-                done(a, {uuid: "passed"})
+            for uuid in a.uuids:  # one workload at a time, its time known once it ended
+                done(compile_ahead.Ahead(a.problem, [uuid], seconds=2.4), {uuid: "passed"})
         return {}
 
     monkeypatch.setattr(compile_ahead, "compile_ahead", fake)
@@ -39,6 +44,7 @@ def test_the_runs_compile_baselines_are_compiled_first_on_the_spare_cores(monkey
     compile_first([axpy, axpy], options, None, 3, {5, 6, 7}, progress)
     assert calls == [([(axpy.name, uuids)], "cpu", ("eager", "compile"), 3, {5, 6, 7})]
     assert progress.tasks == {"torch.compile baselines ahead": 2} and progress.advanced == 2
+    assert progress.ended == [f"{axpy.name} / {u} in 2 s" for u in uuids]  # each named with its time
 
     calls.clear()
     compile_first([axpy], options, None, 0, set(), Progress())  # no spare cores: each evaluation compiles its own

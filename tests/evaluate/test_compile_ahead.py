@@ -75,11 +75,13 @@ def test_the_pool_compiles_each_workload_side_by_side_on_the_spare_cores_with_a_
 
     aheads = [Ahead(SimpleNamespace(name="p0"), ["a", "b"]), Ahead(SimpleNamespace(name="p1"), ["c"]),
               Ahead(SimpleNamespace(name="p2"), ["d"])]
-    done = []
+    done, finished = [], []
     result = compile_ahead.compile_ahead(aheads, EvalOptions(device="cuda"), 2, cores,
-                                         done=lambda unit, v: done.append(unit.uuids[0]), one=fake)
+                                         done=lambda unit, v: (done.append(unit.uuids[0]), finished.append(unit)),
+                                         one=fake)
     assert result == {"p0": {"a": "passed", "b": "passed"}, "p1": {"c": "passed"}, "p2": {}}
     assert sorted(done) == ["a", "b", "c", "d"]
+    assert all(u.seconds is not None and u.seconds >= 0 for u in finished)  # each one's time, the failed one's too
     keys = {k for _, k, _ in seen}
     assert len(keys) == 2 and all(k.startswith("cuda" + compile_ahead.KEY) for k in keys)
     assert all(c == cores for _, _, c in seen)

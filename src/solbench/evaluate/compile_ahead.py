@@ -53,6 +53,7 @@ class Ahead:
 
     problem: Problem
     uuids: list[str]
+    seconds: float | None = None  # how long its compile ahead took, once it has ended (failed or not)
 
 
 def plan(problems: list[Problem], opts: EvalOptions, store=None) -> list[Ahead]:
@@ -99,7 +100,7 @@ def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: s
     """Every workload of ``aheads`` on its own (a problem's workloads compile side by side too), on ``workers``
     threads confined to ``cores``, each thread with a trusted worker of its own (kept from one workload to the
     next, retired at the end); returns when all have ended: problem -> uuid -> verdict (none for a workload whose
-    compile ahead failed). ``done(unit, verdicts)`` after each workload. An interruption (Ctrl-C) starts no
+    compile ahead failed). ``done(unit, verdicts)`` after each workload (``unit.seconds``: its time). An interruption (Ctrl-C) starts no
     further compile and is raised once the running ones have ended."""
     units = [Ahead(a.problem, [uuid]) for a in aheads for uuid in a.uuids]
     if not units or workers < 1:
@@ -115,10 +116,12 @@ def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: s
         key = opts.device + KEY + threading.current_thread().name.rsplit("_", 1)[-1]
         with lock:
             keys.add(key)
+        began = time.monotonic()
         try:
             verdicts = one(unit, opts, key)
         except Exception:  # noqa: BLE001 - the run's own compile is then done where it always was
             verdicts = {}
+        unit.seconds = time.monotonic() - began
         if done is not None:
             done(unit, verdicts)
         return verdicts

@@ -140,3 +140,35 @@ def test_a_running_process_and_everything_below_it_are_confined_to_the_evaluatio
     finally:
         os.killpg(proc.pid, 9)
         proc.wait()
+
+
+def test_an_interrupted_run_kills_the_builds_in_flight_and_starts_no_other(tmp_path):
+    """A real jailed ninja whose one step would take 300 s (``sleep``): a Ctrl-C in the run's body leaves the pool
+    at once, the build a failed one (killed), the build queued behind it never started."""
+    import time
+
+    from solbench.evaluate.native.build import run_jailed, tool
+
+    if tool("ninja") is None:
+        pytest.skip("ninja is not installed")
+    out, src = tmp_path / "out", tmp_path / "src"
+    out.mkdir()
+    src.mkdir()
+    started = out / "started"
+    (out / "build.ninja").write_text(f"rule slow\n  command = touch {started} && sleep 300\n"
+                                     "build never: slow\n")
+    codes, queued = [], threading.Event()
+
+    def slow():
+        codes.append(run_jailed(out, src, None, time.monotonic() + 600, [])[0])
+
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with BuildPool([slow, queued.set], 1):
+            deadline = time.monotonic() + WAIT_S
+            while not started.exists():
+                assert time.monotonic() < deadline, "the build never started"
+                time.sleep(0.01)
+            raise KeyboardInterrupt
+    assert time.monotonic() - began < 200  # not the 300 s of the step
+    assert len(codes) == 1 and codes[0] != 0 and not queued.is_set()

@@ -25,6 +25,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -177,11 +178,45 @@ def object_name(path: str) -> str:
 
 
 # ---- running it ------------------------------------------------------------------------------------------
+#: the builds running now, by the thread that waits for each, and the threads whose builds are cancelled
+_RUNNING: dict[int, subprocess.Popen] = {}
+_CANCELLED: set[int] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def _end_build(proc: subprocess.Popen) -> None:
+    """Kill a build's whole tree (its jail is a session of its own: a signal to the runner's group misses it)."""
+    from solbench.evaluate.languages.cuda_toolchain import _kill_tree
+
+    _kill_tree(proc.pid)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def cancel(threads: set[int]) -> int:
+    """Kill the builds that the threads ``threads`` (their idents) wait for, and any they start until
+    ``uncancel``: a run interrupted while its build pool works ends now, not once the compilers are done. Each
+    such build is a failed one to its caller (never cached). How many were killed."""
+    with _RUNNING_LOCK:
+        _CANCELLED.update(threads)
+        procs = [proc for ident, proc in _RUNNING.items() if ident in threads]
+    for proc in procs:
+        _end_build(proc)
+    return len(procs)
+
+
+def uncancel(threads: set[int]) -> None:
+    """``threads`` have ended: a later thread given one of their idents builds as any other."""
+    with _RUNNING_LOCK:
+        _CANCELLED.difference_update(threads)
+
+
 def run_jailed(out: Path, src: Path, view: dict[str, Any] | None, deadline: float,
                extra_readable: list[str]) -> tuple[int | None, str]:
     """ninja in ``out`` inside the build's sandbox; (exit code or None past the deadline, its output)."""
     from solbench.evaluate.isolation.namespaces import namespaces_available
-    from solbench.evaluate.languages.cuda_toolchain import _kill_tree
 
     ninja = tool("ninja")
     if ninja is None:
@@ -201,16 +236,20 @@ def run_jailed(out: Path, src: Path, view: dict[str, Any] | None, deadline: floa
                                 stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, cwd=str(out),
                                 env=dict(env, PYTHONPATH=str(Path(__file__).resolve().parents[3])),
                                 start_new_session=True)
+        with _RUNNING_LOCK:
+            _RUNNING[threading.get_ident()] = proc
+            cancelled = threading.get_ident() in _CANCELLED
+        if cancelled:
+            _end_build(proc)
         try:
             code: int | None = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             code = None
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.pop(threading.get_ident(), None)
         if code is None or proc.poll() is None:
-            _kill_tree(proc.pid)
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            _end_build(proc)
             proc.wait()
     with open(log, "rb") as f:
         f.seek(max(0, os.path.getsize(log) - (1 << 20)))

@@ -58,6 +58,7 @@ class BuildPool:
         self.builds = builds
         self.cores = set(cores) if cores else None
         self.pinned: dict[str, set[int]] = {}  # thread name: the cores it confined itself to
+        self.threads: set[int] = set()  # the pool's threads' idents (``cancel``)
         self._lock = threading.Lock()
         self._pool = (ThreadPoolExecutor(max_workers=workers, thread_name_prefix="solbench-build",
                                          initializer=self._confine) if workers > 0 else None)
@@ -69,6 +70,7 @@ class BuildPool:
         confine(self.cores)
         with self._lock:
             self.pinned[threading.current_thread().name] = set(os.sched_getaffinity(0))
+            self.threads.add(threading.get_ident())
 
     def ready(self, i: int, timeout: float | None = None) -> Any:
         """Job ``i``'s build, once it has ended: its result, None where the pool built nothing for it (an
@@ -85,11 +87,32 @@ class BuildPool:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
+    def cancel(self) -> None:
+        """Start no further build and kill the running ones (their compilers with them), then wait for the
+        threads: what an interrupted run does, where ``close`` would wait for the compilers."""
+        from solbench.evaluate.native.build import cancel, uncancel
+
+        if self._pool is None:
+            return
+        for fut in self.futures:
+            if fut is not None:
+                fut.cancel()
+        with self._lock:
+            threads = set(self.threads)
+        cancel(threads)
+        try:
+            self.close()
+        finally:
+            uncancel(threads)
+
     def __enter__(self) -> "BuildPool":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, kind: Any, *exc: Any) -> None:
+        if kind is None:
+            self.close()
+        else:  # an interruption (Ctrl-C, SIGTERM) or a failure of the run: its builds are of no further use
+            self.cancel()
 
 
 def confine(cores: set[int] | None) -> None:

@@ -100,8 +100,8 @@ def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: s
     """Every workload of ``aheads`` on its own (a problem's workloads compile side by side too), on ``workers``
     threads confined to ``cores``, each thread with a trusted worker of its own (kept from one workload to the
     next, retired at the end); returns when all have ended: problem -> uuid -> verdict (none for a workload whose
-    compile ahead failed). ``done(unit, verdicts)`` after each workload (``unit.seconds``: its time). An interruption (Ctrl-C) starts no
-    further compile and is raised once the running ones have ended."""
+    compile ahead failed). ``done(unit, verdicts)`` after each workload (``unit.seconds``: its time). An
+    interruption (Ctrl-C) starts no further compile and is raised once the running ones have ended."""
     units = [Ahead(a.problem, [uuid]) for a in aheads for uuid in a.uuids]
     if not units or workers < 1:
         return {}

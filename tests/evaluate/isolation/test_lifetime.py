@@ -1,4 +1,6 @@
-"""The trusted worker, its zygote and every candidate end with the runner, whatever signal ends it."""
+"""The trusted worker, its zygote and every candidate end with the runner, whatever signal ends it; a worker or a
+slot process starts with no Python run in a forked copy of its threaded starter, and a process whose starter
+ended before it set its parent-death signal ends at once."""
 
 import json
 import os

@@ -89,8 +89,9 @@ class GpuAudit:
     def _reps(self, work) -> tuple[float, float]:
         """The median of ``OWN_REPS`` runs of ``work()`` in ms, and the host's time to launch them (s): each run
         between two stamps of the trusted stream, all behind one hold that outlasts their launches (as a group's
-        bracket is), so that the stamps hold the device's time, not the host's. The hold is the trusted side's own (``own_hold_s``): a group's hold also
-        covers the candidate's launches and its answer, tens of milliseconds of idle device for a large group."""
+        bracket is), so that the stamps hold the device's time, not the host's. The hold is the trusted side's
+        own (``own_hold_s``): a group's hold also covers the candidate's launches and its answer, tens of
+        milliseconds of idle device for a large group."""
         torch = self.torch
         while True:
             t0 = time.perf_counter()

@@ -166,7 +166,8 @@ def executor_mode(executor: str, device: str, gpus: str | None, slots: int, jobs
 def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str, build_jobs: int | None,
              progress, task) -> list:
     """The evaluations one after another, the native builds of later ones running meanwhile on the cores the
-    evaluation leaves (``evaluate.native.pool``); a second bar counts the builds."""
+    evaluation leaves (``evaluate.native.pool``), a job still building passed over for one ready
+    (``BuildPool.ready_first``); a second bar counts the builds. Returned in the run's order."""
     from solbench.cli_schedule import compile_first
     from solbench.evaluate.native import pool as build_pool
     from solbench.evaluate.runner import EvalOptions, evaluate
@@ -192,14 +193,15 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
                 if f is not None:
                     f.add_done_callback(lambda _: progress.advance(built))
             compile_first([p for p, _ in jobs], options, store, spare, theirs, progress)
-            for i, (prob, sol) in enumerate(jobs):
+            for i in pool.ready_first():
+                prob, sol = jobs[i]
                 progress.update(task, description=f"{prob.name} / {sol.name}")
                 pool.ready(i)
-                evaluations.append(evaluate(prob, sol, EvalOptions(**options), store=store, run_id=run_id))
+                evaluations.append((i, evaluate(prob, sol, EvalOptions(**options), store=store, run_id=run_id)))
                 progress.advance(task)
     finally:
         build_pool.confine(before)
-    return evaluations
+    return [ev for _, ev in sorted(evaluations, key=lambda pair: pair[0])]  # the run's order, for its table
 
 
 def evaluate_file(problem_dir: str, solution_path: str, options: dict, db: str | None = None,

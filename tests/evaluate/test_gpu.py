@@ -38,7 +38,9 @@ def _suite():
 @pytest.mark.bundled
 @pytest.mark.parametrize("problem", _suite(), ids=lambda p: p.name)
 def test_bundled_examples_pass_and_no_time_beats_sol(problem, store):
-    """Every example solution passes on the H200, and nothing measured is faster than T_SOL."""
+    """Every example solution passes on the GPU, and nothing measured is faster than T_SOL but by the outputs'
+    write-back that the L2 cache can hold past a kernel's end (``_deferred_share``); a kernel time under T_SOL is
+    left unscored for the bound's review (``bound_suspect``)."""
     assert problem.example_solutions, f"{problem.name} ships no example solution"
     for path in problem.example_solutions:
         ev = _eval(problem, path, store)
@@ -47,15 +49,32 @@ def test_bundled_examples_pass_and_no_time_beats_sol(problem, store):
         assert len(gpu) >= 3
         for w in gpu:
             assert w.sol_ms and w.time_ms, w
+            least = w.sol_ms * (1 - _deferred_share(problem, w))
             for label, t in (("kernel", w.time_ms), ("eager", w.eager_ms), ("compile", w.compile_ms),
                              ("baseline.py", w.baseline_file_ms)):
                 if t is not None:
-                    assert t >= w.sol_ms, f"{problem.name}/{w.uuid}: {label} {t:.4g} ms < T_SOL {w.sol_ms:.4g} ms"
+                    assert t >= least, f"{problem.name}/{w.uuid}: {label} {t:.4g} ms < T_SOL {w.sol_ms:.4g} ms"
+            if w.time_ms < w.sol_ms:
+                assert "bound_suspect" in w.warnings and w.sol_score is None, w
             assert w.eager_ms is not None, w  # the reference passes its own check on the GPU
             # torch.compile may fail on a reference (Inductor crashed on mamba2_chunk_scan with torch 2.11);
             # then the failure is recorded as a warning and T_b comes from the other baselines
             assert w.compile_ms is not None or any(x.startswith("compile_") for x in w.warnings), w
             assert "below_sol" not in w.reasons
+
+
+def _deferred_share(problem, w) -> float:
+    """The share of a memory-bound workload's counted bytes that need not reach DRAM before its kernel ends: its
+    outputs' writes, as far as the L2 cache holds them (dirty lines written back after the timed kernel, during the
+    next flush). On an H100 (50 MB of L2) the honest RoPE kernels of the 84 MB 70b-tp8 workload, whose outputs are
+    38 MB, took 0.0239 and 0.0250 ms against a T_SOL of 0.02504 ms (2026-12-06)."""
+    from solbench.evaluate.trusted.footprint import tensor_bytes
+
+    if w.bound != "memory" or not w.bytes:
+        return 0.0
+    d = problem.definition
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    return min(tensor_bytes(d, d.outputs, w.axes), l2) / w.bytes
 
 
 def test_timing_repeats_within_one_percent(axpy):

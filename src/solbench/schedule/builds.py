@@ -4,8 +4,8 @@ A compiled solution (CUDA C++, CUTLASS, cuBLAS, cuDNN) is built by its evaluatio
 to 54 s of nvcc on the H200 host, during which its slot, and so its GPU, does nothing else. ``solbench run`` knows
 its jobs in advance and builds them ahead (``evaluate.native.pool``); a service learns its jobs as they come. So
 ``BuildsAhead`` watches the queue and builds each queued job's solution as soon as it is queued, several at once,
-on the cores the slots leave (each build thread confined to them, its compilers too): by the time a slot claims the
-job, its evaluation finds the library in the build cache.
+on the cores the slots leave (each build thread confined to them and niced, its compilers too): by the time a slot
+claims the job, its evaluation finds the library in the build cache.
 
 Nothing a build ahead leaves is believed for being one: the evaluation's own build loads the cached bytes and checks
 their hashes as always, a build that failed here is built again there (its failure is that evaluation's verdict),
@@ -18,7 +18,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from solbench.evaluate.native.pool import confine
+from solbench.evaluate.native.pool import build_thread
 from solbench.schedule.jobs import Job
 from solbench.schedule.queue import JobQueue
 

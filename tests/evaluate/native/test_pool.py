@@ -1,13 +1,16 @@
 """The build pool of ``solbench run`` (evaluate/native/pool.py) with fake builds and a fake device: builds start in
 the order their evaluations come, no more at once than its workers, later builds run while earlier evaluations
-do, and each build thread keeps to the cores the evaluation leaves. Every wait is on an event (with a generous
-bound), never on the machine's speed."""
+do, a job still building yields its turn, and each build thread keeps to the cores the evaluation leaves, at a
+lower priority. Every wait is on an event (with a generous bound), never on the machine's speed."""
 
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
 
+from solbench.evaluate.native import pool as pool_module
 from solbench.evaluate.native.pool import BuildPool, available_cores, confine, split_cores
 
 WAIT_S = 60.0  # a bound on waits for events that a correct pool sets at once
@@ -72,6 +75,28 @@ def test_later_builds_run_while_an_earlier_evaluation_does():
     assert log == ["build 0", "evaluate 0", "build 1", "evaluate 1"]
 
 
+def test_a_job_still_building_yields_its_turn_to_a_later_one_that_is_ready():
+    """Jobs 0 and 2 build (job 0's build ends only once job 3 has been evaluated, job 2's only once job 0's has),
+    jobs 1 and 3 build nothing: the order is 1, 3, then 0 once its build ends, then 2. With no worker every job
+    keeps its place."""
+    evaluated = {i: threading.Event() for i in range(4)}
+
+    def build(after: int):
+        def run():
+            assert evaluated[after].wait(WAIT_S)
+        return run
+
+    order = []
+    with BuildPool([build(3), None, build(0), None], 2) as pool:
+        for i in pool.ready_first():
+            pool.ready(i, timeout=WAIT_S)
+            order.append(i)
+            evaluated[i].set()
+    assert order == [1, 3, 0, 2]
+    with BuildPool([lambda: None, None, lambda: None], 0) as pool:
+        assert list(pool.ready_first()) == [0, 1, 2]
+
+
 def test_a_failed_build_is_left_to_the_evaluation():
     def broken():
         raise RuntimeError("the compiler crashed")
@@ -95,6 +120,23 @@ def test_build_threads_keep_to_the_builds_cores_and_the_runner_keeps_its_own():
         pool.ready(0, timeout=WAIT_S)
     assert seen == [theirs] and list(pool.pinned.values()) == [theirs]
     assert available_cores() == mine  # only the build thread was confined
+
+
+def test_builds_and_their_compilers_run_niced_and_the_runner_keeps_its_priority():
+    """A build thread's niceness, and a process it starts (as a build starts its jail and compilers)."""
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    seen = []
+
+    def build():
+        child = subprocess.run([sys.executable, "-c", "import os; print(os.nice(0))"], capture_output=True,
+                               text=True, timeout=WAIT_S, stdin=subprocess.DEVNULL)
+        seen.append((os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), int(child.stdout)))
+
+    with BuildPool([build], 1, None) as pool:
+        pool.ready(0, timeout=WAIT_S)
+    want = max(mine, pool_module.BUILD_NICE)
+    assert seen == [(want, want)]
+    assert os.getpriority(os.PRIO_PROCESS, 0) == mine  # the runner's own thread is left as it was
 
 
 def test_the_runner_pins_itself_and_is_restored():

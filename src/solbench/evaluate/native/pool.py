@@ -4,13 +4,18 @@ times other solutions (``solbench run``).
 A ``BuildPool`` takes one build per job of the run, in the order the jobs will be evaluated, and starts them on
 ``workers`` threads, first come first built; ``ready(i)`` waits for job ``i``'s build before its evaluation
 starts, which then finds the library in the build cache (``carry.warm`` fills it). Builds of later jobs go on
-while earlier jobs are evaluated.
+while earlier jobs are evaluated, and a job whose build has not ended yields its turn to a later one that builds
+nothing or whose build has ended (``ready_first``).
 
 The cores are split (``split_cores``): the lowest ones stay with the evaluation (the runner, its trusted worker
 and the candidate, which inherit the runner's affinity) and the builds get the rest, each build thread confining
 itself, and so every compiler it starts, to them. No sample is then taken on a core that a compiler shares. On a
 host with too few cores to split (fewer than ``MIN_CORES``) there is no pool, and each evaluation builds its own
 solution as it starts.
+
+A build thread also lowers its own scheduling priority (``BUILD_NICE``), and so its compilers': before a run's
+first evaluation its builds share the spare cores with the torch.compile baselines compiled ahead, which every
+evaluation waits for, while the first build is needed only by the first compiled solution.
 
 Nothing a pool's build leaves is trusted for being the pool's: the evaluation's ``Carry`` loads the cached bytes
 and checks their hashes as always, and a build that failed here is built again there, where its failure is the
@@ -21,12 +26,14 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, Callable, Iterator
 
 #: cores the evaluation keeps, and the fewest a host needs for a pool
 EVALUATION_CORES = 4
 MIN_CORES = 8
+#: the niceness a build thread takes (``build_thread``): the compiles ahead of a run's first evaluation go first
+BUILD_NICE = 10
 
 Build = Callable[[], Any]
 
@@ -66,8 +73,8 @@ class BuildPool:
             self._pool.submit(b) if self._pool is not None and b is not None else None for b in builds]
 
     def _confine(self) -> None:
-        """The build thread keeps to the builds' cores (``confine``: the compilers it starts inherit them)."""
-        confine(self.cores)
+        """The build thread keeps to the builds' cores at a lower priority (``build_thread``)."""
+        build_thread(self.cores)
         with self._lock:
             self.pinned[threading.current_thread().name] = set(os.sched_getaffinity(0))
             self.threads.add(threading.get_ident())
@@ -82,6 +89,19 @@ class BuildPool:
             return fut.result(timeout=timeout)
         except Exception:  # noqa: BLE001 - the evaluation builds again and gives the verdict
             return None
+
+    def ready_first(self) -> Iterator[int]:
+        """Every job's index once, in the order to evaluate them: the first in the run's order whose build has
+        ended or that has none, and while every job left waits for its build, the first whose build ends then. A
+        run's Triton solutions are then evaluated while its compiled ones are still being built."""
+        left = list(range(len(self.builds)))
+        while left:
+            done = next((i for i in left if self.futures[i] is None or self.futures[i].done()), None)
+            if done is None:
+                wait([self.futures[i] for i in left], return_when=FIRST_COMPLETED)
+                continue
+            left.remove(done)
+            yield done
 
     def close(self) -> None:
         if self._pool is not None:
@@ -121,6 +141,19 @@ def confine(cores: set[int] | None) -> None:
     compilers)."""
     if cores:
         os.sched_setaffinity(0, cores)
+
+
+def build_thread(cores: set[int] | None) -> None:
+    """A build thread's start: confined to ``cores`` (``confine``) and niced to ``BUILD_NICE`` (where it runs at a
+    higher priority), both inherited by the compilers it starts (on Linux a thread's niceness is its own, and a
+    child process starts with its creator thread's)."""
+    confine(cores)
+    me = threading.get_native_id()
+    try:
+        if os.getpriority(os.PRIO_PROCESS, me) < BUILD_NICE:
+            os.setpriority(os.PRIO_PROCESS, me, BUILD_NICE)
+    except OSError:  # a platform without per-thread priorities: the builds run at the runner's
+        pass
 
 
 def pin_processes(root: int, cores: set[int]) -> int:

@@ -38,12 +38,16 @@ def _suite():
 @pytest.mark.bundled
 @pytest.mark.parametrize("problem", _suite(), ids=lambda p: p.name)
 def test_bundled_examples_pass_and_no_time_beats_sol(problem, store):
-    """Every example solution passes on the GPU, and nothing measured is faster than T_SOL but by the outputs'
-    write-back that the L2 cache can hold past a kernel's end (``_deferred_share``); a kernel time under T_SOL is
-    left unscored for the bound's review (``bound_suspect``)."""
+    """Every example solution passes on the GPU (one in a language not installed here is passed over), and nothing
+    measured is faster than T_SOL but by the outputs' write-back that the L2 cache can hold past a kernel's end
+    (``_deferred_share``); a kernel time under T_SOL is left unscored for the bound's review (``bound_suspect``)."""
     assert problem.example_solutions, f"{problem.name} ships no example solution"
+    missing = []  # examples in a language not installed on this machine (the languages stage carries them)
     for path in problem.example_solutions:
         ev = _eval(problem, path, store)
+        if ev.verdict == "unsupported" and "language_unavailable" in ev.reasons:
+            missing.append(path.name)
+            continue
         assert ev.verdict == "passed", [(w.uuid, w.verdict, w.message) for w in ev.workloads]
         gpu = [w for w in ev.workloads]
         assert len(gpu) >= 3
@@ -56,6 +60,8 @@ def test_bundled_examples_pass_and_no_time_beats_sol(problem, store):
                     assert t >= least, f"{problem.name}/{w.uuid}: {label} {t:.4g} ms < T_SOL {w.sol_ms:.4g} ms"
             if w.time_ms < w.sol_ms:
                 assert "bound_suspect" in w.warnings and w.sol_score is None, w
+    if len(missing) == len(problem.example_solutions):
+        pytest.skip(f"no example's language is installed here: {missing}")
             assert w.eager_ms is not None, w  # the reference passes its own check on the GPU
             # torch.compile may fail on a reference (Inductor crashed on mamba2_chunk_scan with torch 2.11);
             # then the failure is recorded as a warning and T_b comes from the other baselines

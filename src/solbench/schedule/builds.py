@@ -51,7 +51,7 @@ class BuildsAhead:
         self.seen: set[int] = set()
         self.built: list[int] = []  # job ids whose build ahead ended, in order
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="solbench-build-ahead",
-                                        initializer=confine, initargs=(self.cores,))
+                                        initializer=build_thread, initargs=(self.cores,))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="builds-ahead", daemon=True)
 

@@ -60,13 +60,13 @@ def test_bundled_examples_pass_and_no_time_beats_sol(problem, store):
                     assert t >= least, f"{problem.name}/{w.uuid}: {label} {t:.4g} ms < T_SOL {w.sol_ms:.4g} ms"
             if w.time_ms < w.sol_ms:
                 assert "bound_suspect" in w.warnings and w.sol_score is None, w
-    if len(missing) == len(problem.example_solutions):
-        pytest.skip(f"no example's language is installed here: {missing}")
             assert w.eager_ms is not None, w  # the reference passes its own check on the GPU
             # torch.compile may fail on a reference (Inductor crashed on mamba2_chunk_scan with torch 2.11);
             # then the failure is recorded as a warning and T_b comes from the other baselines
             assert w.compile_ms is not None or any(x.startswith("compile_") for x in w.warnings), w
             assert "below_sol" not in w.reasons
+    if len(missing) == len(problem.example_solutions):
+        pytest.skip(f"no example's language is installed here: {missing}")
 
 
 def _deferred_share(problem, w) -> float:

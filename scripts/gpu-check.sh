@@ -27,10 +27,11 @@
 #           them)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
-# On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline ahead (88 s on an H100,
-# ac05276), then evaluates about 7 s per solution (5 s in `rerun`): the whole starter suite needs a call of its own
-# (`RUN_LIMIT=420 scripts/gpu-check.sh run`), and so does `rerun`. Then copy the returned gpu.db to
-# .gpudb/gpu.db, carry .gpudb and .whl, and run the other stages, at most 10 minutes of them per call. A change to
+# On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline ahead (47 s on an H100,
+# c300dc8), then evaluates about 7 s per solution (5 s in `rerun`): 325 s for the starter suite there, so
+# `RUN_LIMIT=380 ... run` and `RUN_LIMIT=210 ... rerun` (about 200 s there) nearly fill one call's 600 s. Then copy
+# the returned gpu.db to .gpudb/gpu.db, carry .gpudb and .whl, and run the other stages, at most 10 minutes of them
+# per call. A change to
 # a file of the harness digest (evaluate/baselines.py lists them; problems/inputs.py too) makes the cached
 # baselines stale. pytest runs verbose, so a stage stopped at its limit still reports its tests, and each failure's
 # report is printed when it happens (SOLBENCH_INSTAFAIL, tests/conftest.py).

@@ -91,8 +91,8 @@ def test_the_pool_compiles_each_workload_side_by_side_on_the_spare_cores_with_a_
 
 
 def test_the_compiles_of_the_problems_of_most_operations_start_first(monkeypatch):
-    """With one thread, the order the compiles start in: the references of most calls first, ties and sources that
-    do not parse in the run's order."""
+    """With one thread, the order the compiles start in: the references of most calls first (a sort weighing as
+    many as ``SLOW_OPS`` says), ties and sources that do not parse in the run's order."""
     monkeypatch.setattr(keeper, "retire_judge", lambda key: None)
     monkeypatch.setattr(compile_ahead, "forget_tuning", lambda since: 0)
     ran = []
@@ -108,10 +108,13 @@ def test_the_compiles_of_the_problems_of_most_operations_start_first(monkeypatch
     large = problem("large", "def run(x, y):\n    return (x @ y).softmax(-1).mul(2).sum(0)\n")
     broken = problem("broken", "def run(x:\n")
     tie = problem("tie", "def run(x):\n    return x.exp()\n")
-    aheads = [Ahead(small, ["s1", "s2"]), Ahead(broken, ["b"]), Ahead(large, ["l1", "l2"]), Ahead(tie, ["t"])]
+    sort = problem("sort", "import torch\ndef run(x):\n    return torch.sort(x, dim=-1).values\n")
+    aheads = [Ahead(small, ["s1", "s2"]), Ahead(broken, ["b"]), Ahead(large, ["l1", "l2"]), Ahead(tie, ["t"]),
+              Ahead(sort, ["o"])]
     compile_ahead.compile_ahead(aheads, EvalOptions(device="cuda"), 1, one=fake)
-    assert ran == ["l1", "l2", "s1", "s2", "t", "b"]
-    assert [compile_ahead.compile_weight(p) for p in (small, large, broken)] == [1, 3, 0]
+    assert ran == ["o", "l1", "l2", "s1", "s2", "t", "b"]
+    assert [compile_ahead.compile_weight(p) for p in (small, large, broken, sort)] == [
+        1, 3, 0, compile_ahead.SLOW_OPS["sort"]]
 
 
 def test_an_interruption_starts_no_further_compile(monkeypatch):

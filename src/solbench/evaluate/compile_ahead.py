@@ -20,7 +20,7 @@ another on a shared device, so they are forgotten at the end (``forget_tuning``)
 kernels again, alone on the device, as it did without the compiles ahead.
 
 The longest compiles start first (``compile_weight``): in the suite's order, the last few compiles of a fresh H100's
-main job (a problem of many operations) ran alone for 23 of the barrier's 60 s while the other cores sat idle.
+main job ran alone for 23 of the barrier's 60 s while the other cores sat idle.
 """
 
 from __future__ import annotations
@@ -149,16 +149,29 @@ def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: s
     return out
 
 
+#: operations whose Inductor kernels (sorts, scans) compile and tune for long: each weighs this many calls. On a fresh
+#: H100 (2026-12-06) moe_topk_softmax's compiles (9 calls, one a sort) took up to 29 s each, the attention and
+#: mamba2_chunk_scan ones (14 to 43 calls) 8 to 19 s on average, the rest about 1 s
+SLOW_OPS = {"sort": 20, "argsort": 20, "topk": 20, "kthvalue": 20, "msort": 20, "cumsum": 10, "cumprod": 10,
+            "logcumsumexp": 10}
+
+
 def compile_weight(problem: Problem) -> int:
     """How long a workload of ``problem`` takes to compile, as an order (not a time): the calls in its reference's
-    source, each an operation Inductor traces, lowers and may give a kernel of its own (0 for a source that does not
-    parse). On the starter suite it ranks mamba2_chunk_scan (43 calls) and the attention problems (14 and 22) first,
-    the elementwise ones (5 to 7) last."""
+    source, each an operation Inductor traces, lowers and may give a kernel of its own, a sort or scan weighing more
+    (``SLOW_OPS``); 0 for a source that does not parse. On the starter suite it ranks mamba2_chunk_scan (43 calls),
+    moe_topk_softmax (a sort) and the attention problems first, the elementwise ones (5 to 7 calls) last."""
     try:
         tree = ast.parse(getattr(problem, "reference_source", "") or "")
     except SyntaxError:
         return 0
-    return sum(isinstance(node, ast.Call) for node in ast.walk(tree))
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    return sum(SLOW_OPS.get(_called(node.func), 1) for node in calls)
+
+
+def _called(func: ast.expr) -> str:
+    """The name a call calls (``torch.sort`` and ``x.sort``: "sort")."""
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def inductor_cache() -> Path:

@@ -73,7 +73,7 @@ def _deferred_share(problem, w) -> float:
     """The share of a memory-bound workload's counted bytes that need not reach DRAM before its kernel ends: its
     outputs' writes, as far as the L2 cache holds them (dirty lines written back after the timed kernel, during the
     next flush). On an H100 (50 MB of L2) the honest RoPE kernels of the 84 MB 70b-tp8 workload, whose outputs are
-    38 MB, took 0.0239 and 0.0250 ms against a T_SOL of 0.02504 ms (2026-12-06)."""
+    38 MB, took 0.0239 to 0.0249 ms against a T_SOL of 0.02504 ms (2026-12-06)."""
     from solbench.evaluate.trusted.footprint import tensor_bytes
 
     if w.bound != "memory" or not w.bytes:

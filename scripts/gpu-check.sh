@@ -32,8 +32,8 @@
 # `RUN_LIMIT=380 ... run` and `RUN_LIMIT=210 ... rerun` (about 200 s there) nearly fill one call's 600 s. Then copy
 # the returned gpu.db to .gpudb/gpu.db, carry .gpudb and .whl, and run the other stages, at most 10 minutes of them
 # per call. A change to a file of the harness digest (evaluate/baselines.py lists them; problems/inputs.py too)
-# makes the cached baselines stale. pytest runs verbose, so a stage stopped at its limit still reports its tests, and each failure's
-# report is printed when it happens (SOLBENCH_INSTAFAIL, tests/conftest.py).
+# makes the cached baselines stale. pytest runs verbose, so a stage stopped at its limit still reports its tests,
+# and each failure's report is printed when it happens (SOLBENCH_INSTAFAIL, tests/conftest.py).
 # Every step is bounded by `timeout`, reads no stdin, and logs under $OUT (the device tool returns $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."

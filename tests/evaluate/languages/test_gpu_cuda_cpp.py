@@ -57,8 +57,8 @@ def _build_only(path: str) -> tuple[str, str | None, dict | None]:
 @pytest.mark.slow
 def test_every_shipped_cuda_cpp_example_passes_the_imports_allowlist():
     """The 50 shipped cuda_cpp.json examples build on the trusted side and their libraries import nothing off
-    the allowlist (no native_symbol, no undefined reference); side by side, on all of the host's cores but two
-    (each build one nvcc at a time: 8 at once on the H100's 16 cores did not end in 150 s)."""
+    the allowlist (no native_symbol, no undefined reference); side by side, as many as the host's cores but two
+    (8 at once on the 16 cores of the H100 host had not ended in 150 s, 2026-12-06)."""
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor

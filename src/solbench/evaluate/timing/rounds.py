@@ -40,10 +40,11 @@ class TimingConfig:
     cpu_max_samples: int = 200
     graph_below_ms: float = 0.2  # also time a CUDA graph when the median is below this, or the samples are noisy
     #: hold the stream with a spin kernel before each sample, long enough for the host to enqueue the whole
-    #: call, so the events time the device alone even for host-bound launches (as nvbench's blocking kernel
-    #: does). On the H200 it took run-to-run agreement from 45/66 to 56/57 workloads within 1%
-    #: (docs/PERFORMANCE.md). Host work that depends on the inputs cannot hide in the hold: reading them back
-    #: waits for the stream, and synchronised wall time is compared with event time.
+    #: call and the harness's launches around it (``Hold``), so the events time the device alone even for
+    #: host-bound launches (as nvbench's blocking kernel does). On the H200 it took run-to-run agreement from
+    #: 45/66 to 56/57 workloads within 1% (docs/PERFORMANCE.md). Host work that depends on the inputs cannot
+    #: hide in the hold: reading them back waits for the stream, and synchronised wall time is compared with
+    #: event time.
     hold: bool = True
     max_hold_s: float = 0.02  # a call whose host side takes longer than this is timed with its host time
     wall_calls: int = 3
@@ -143,24 +144,40 @@ def clock_snapshot(index: int) -> dict | None:
 class Hold:
     """The spin-kernel hold of one workload's timing, kept across its rounds. The spin kernel counts cycles of the
     SM clock: at NVML's maximum (else 3 GHz, above any GPU's) the cycles last at least as long as the seconds
-    they stand for."""
+    they stand for. It covers what the host enqueues between the spin kernel and a sample's end event: the call
+    (``call_s``: calibrated on the last warm-up call, then only shortened) and the harness's own launches around
+    it, the flush, the events and the stream marks (``own_s``: measured on every batch, either way). Where the
+    hold covered only the call, the end event of a launch-bound call waited for the host: on an H100 host a
+    1.7 us kernel read 13.4 us of events (docs/PERFORMANCE.md)."""
 
     def __init__(self, cfg: TimingConfig, max_sm_clock_mhz: float | None):
         self.cfg = cfg
         self.clock_hz = (float(max_sm_clock_mhz) * 1e6 if max_sm_clock_mhz else 3.0e9) if cfg.hold else 0.0
-        self.cycles = 0
+        self.call_s: float | None = None  # None until calibrated: no hold
+        self.own_s = 0.0
 
-    def _for(self, host_s: float) -> int:
-        return int(min(1.5 * host_s + 50e-6, self.cfg.max_hold_s) * self.clock_hz)
+    @property
+    def cycles(self) -> int:
+        if self.call_s is None:
+            return 0
+        return int(min(1.5 * (self.call_s + self.own_s) + 50e-6, self.cfg.max_hold_s) * self.clock_hz)
 
     def calibrate(self, host_s: float) -> None:
-        self.cycles = self._for(host_s)
+        self.call_s = host_s
 
-    def shorten(self, hosts: list[float]) -> None:
+    def shorten(self, hosts: list[float], owns: list[float] | None = None) -> None:
         # a warm-up call that still compiled can leave the hold far too long: a batch's median enqueue time
         # shortens it, never lengthens it (a call that blocks, on .item() or a full launch queue, also times its
-        # wait on the hold, which would ratchet the hold up to its cap)
-        self.cycles = min(self.cycles, self._for(sorted(hosts)[len(hosts) // 2]))
+        # wait on the hold, which would ratchet the hold up to its cap). The harness's own launches never wait on
+        # the stream, so their median sets their share either way.
+        if self.call_s is not None and hosts:
+            self.call_s = min(self.call_s, _median(hosts))
+        if owns:
+            self.own_s = _median(owns)
+
+
+def _median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
 
 
 Call = Callable[[int], object]
@@ -217,13 +234,16 @@ def _run_round(call, kinds, flusher, cfg, hold, tails, check, after, prepare, ou
             prepare(k)
             flusher()
             sync()
+            t_own = time.perf_counter()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             t0 = time.perf_counter()
             start.record()
             result = call(k)
             check(result)
+            host_s = time.perf_counter() - t0
             marks = tails() if tails is not None else []
             end.record()
+            hold.shorten([], [time.perf_counter() - t_own - host_s])  # the first held batch's share of the harness
             sync()
             out.wall_ms.append((time.perf_counter() - t0) * 1e3)
             out.wall_event_ms.append(max([start.elapsed_time(end)] + [start.elapsed_time(m) for m in marks]))
@@ -234,6 +254,7 @@ def _run_round(call, kinds, flusher, cfg, hold, tails, check, after, prepare, ou
             win = clock.start() if clock is not None else NO_WINDOWS
             while k < len(kinds) and kinds[k] == "held" and len(batch) < cfg.batch:
                 prepare(k)
+                t_own = time.perf_counter()
                 # with the CUPTI clock every held call gets a spin kernel, however short: it marks the call
                 cycles = hold.cycles or (0 if win is NO_WINDOWS else 1)
                 if cycles:
@@ -249,12 +270,13 @@ def _run_round(call, kinds, flusher, cfg, hold, tails, check, after, prepare, ou
                 marks = tails() if tails is not None else []
                 win.called()
                 end.record()
+                own = time.perf_counter() - t_own - host
                 after(k, result)
-                batch.append((start, end, marks, host))
+                batch.append((start, end, marks, host, own))
                 k += 1
             sync()
-            hold.shorten([b[3] for b in batch])
-            for s, e, marks, _ in batch:
+            hold.shorten([b[3] for b in batch], [b[4] for b in batch])
+            for s, e, marks, _, _ in batch:
                 t_end = s.elapsed_time(e)
                 # an idle stream's mark completes before the end event, a busy one's after it: the call's time
                 # runs to whichever came last, so work left running on the solution's own streams is timed
@@ -304,8 +326,9 @@ def time_graph(call: Callable[[], object], flusher: Flusher, cfg: TimingConfig,
     samples: list[float] = []
     started = time.perf_counter()
     while time.perf_counter() - started < cfg.budget_s / 2 and len(samples) < 200:
-        events, hosts = [], []
+        events, hosts, owns = [], [], []
         for _ in range(cfg.batch):
+            t_own = time.perf_counter()
             if hold.cycles:
                 torch.cuda._sleep(hold.cycles)
             flusher()
@@ -316,9 +339,10 @@ def time_graph(call: Callable[[], object], flusher: Flusher, cfg: TimingConfig,
             g.replay()
             hosts.append(time.perf_counter() - t0)
             e.record()
+            owns.append(time.perf_counter() - t_own - hosts[-1])
             events.append((s, e))
         torch.cuda.synchronize()
-        hold.shorten(hosts)
+        hold.shorten(hosts, owns)
         samples.extend(s.elapsed_time(e) for s, e in events)
         if converged(samples, cfg.rel_target, cfg.min_samples):
             break

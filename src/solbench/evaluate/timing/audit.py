@@ -70,8 +70,11 @@ CALL_TOL_MS = {"cuda": 0.010, "cpu": 0.0}
 AUDIT_DRAWS = 2_000_000  # draw numbers of audited calls (timed calls' are below)
 #: a first audit ends after this many counted brackets where even its slowest bracket supports the timing
 #: (``clearly_confirmed``); otherwise it goes on to its full count. Its brackets re-check their calls this many
-#: times more often (``Recheck``), so that a short audit finds a call that skipped its work as surely as a full one
-SHORT_LOOK = 4
+#: times more often (``Recheck``), so that a short audit finds a call that skipped its work as surely as a full one.
+#: A forged time lies below every bracket of the real work, so one bracket would decide; a second keeps one
+#: whose hand-over read short by chance from ending an audit alone. Each costs a hand-over (on an H100 about 34 ms
+#: for a group of 27 calls of 75 us), its fresh draws and its checks
+SHORT_LOOK = 2
 #: audits a disagreement gets before it convicts (``confirm``); each look draws its inputs this far from the last's
 LOOKS = 2
 LOOK_DRAWS = 100_000

@@ -146,7 +146,7 @@ class Hold:
     SM clock: at NVML's maximum (else 3 GHz, above any GPU's) the cycles last at least as long as the seconds
     they stand for. It covers what the host enqueues between the spin kernel and a sample's end event: the call
     (``call_s``: calibrated on the last warm-up call, then only shortened) and the harness's own launches around
-    it, the flush, the events and the stream marks (``own_s``: measured on every batch, either way). Where the
+    it, the flush, the events and the stream marks (``own_s``: the least of every batch, either way). Where the
     hold covered only the call, the end event of a launch-bound call waited for the host: on an H100 host a
     1.7 us kernel read 13.4 us of events (docs/PERFORMANCE.md)."""
 
@@ -168,16 +168,13 @@ class Hold:
     def shorten(self, hosts: list[float], owns: list[float] | None = None) -> None:
         # a warm-up call that still compiled can leave the hold far too long: a batch's median enqueue time
         # shortens it, never lengthens it (a call that blocks, on .item() or a full launch queue, also times its
-        # wait on the hold, which would ratchet the hold up to its cap). The harness's own launches never wait on
-        # the stream, so their median sets their share either way.
+        # wait on the hold, which would ratchet the hold up to its cap). The harness's own launches set their share
+        # either way, by the batch's least: one of them can also wait, on a launch queue the solution filled, or
+        # pause for the host's garbage collector, and either only adds time.
         if self.call_s is not None and hosts:
-            self.call_s = min(self.call_s, _median(hosts))
+            self.call_s = min(self.call_s, sorted(hosts)[len(hosts) // 2])
         if owns:
-            self.own_s = _median(owns)
-
-
-def _median(xs: list[float]) -> float:
-    return sorted(xs)[len(xs) // 2]
+            self.own_s = min(owns)
 
 
 Call = Callable[[int], object]

@@ -191,9 +191,10 @@ def round_cuda(call: Call, kinds: list[str], flusher: Flusher, cfg: TimingConfig
                after: After | None = None, prepare: Callable[[int], None] | None = None) -> Round:
     """Run one round: ``prepare(k)`` readies call k's arguments before its hold and flush, ``call(k)`` runs the
     round's call k, ``check(result)`` runs before its end event (so a result that would compute later, when it
-    is touched, is refused while the timer still runs), ``after(k, result)`` after its end event. ``tails()``, called right after each call and before its end event, records
-    one event on each other stream the subject created: one that completes after the end event shows work the
-    call left running there, and the sample then runs to it."""
+    is touched, is refused while the timer still runs), ``after(k, result)`` after its end event. ``tails()``,
+    called right after each call and before its end event, records one event on each other stream the subject
+    created: one that completes after the end event shows work the call left running there, and the sample then
+    runs to it."""
     check = check or _nothing
     after = after or _nothing
     prepare = prepare or _nothing

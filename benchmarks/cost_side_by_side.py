@@ -64,22 +64,41 @@ def solbench_summary(run: dict) -> dict:
 
 
 def side_by_side(args: argparse.Namespace) -> dict:
-    ours = solbench_command(args)
-    peer = args.peer
-    warm = {"solbench": timed(ours, None, args.limit_s), "peer": timed(peer, args.peer_cwd, args.limit_s, True)}
-    rounds = []
-    for _ in range(args.rounds):
-        a = timed(ours, None, args.limit_s)
-        b = timed(peer, args.peer_cwd, args.limit_s, True)
-        rounds.append({"solbench": a, "peer": b})
+    """The unmeasured run of each tool, then up to ``args.rounds`` rounds, each tool's run printed as it ends; with
+    ``args.budget_s`` no round starts that the last one's walls say would not end in the time left, and a run in
+    flight is stopped at the budget's end, so the report always comes (a stage's limit would lose it)."""
+    ours, peer = solbench_command(args), args.peer
+    deadline = time.monotonic() + args.budget_s if args.budget_s else float("inf")
+
+    def run(label: str, tool: str) -> dict:
+        limit = max(1.0, min(args.limit_s, deadline - time.monotonic()))
+        r = timed(ours, None, limit) if tool == "solbench" else timed(peer, args.peer_cwd, limit, True)
+        print(f"{label} {tool}: {r['wall_s']} s, exit {r['rc']}", flush=True)
+        return r
+
+    warm = {tool: run("unmeasured", tool) for tool in ("solbench", "peer")}
+    rounds, last = [], sum(w["wall_s"] for w in warm.values())
+    for i in range(args.rounds):
+        if time.monotonic() + last > deadline:
+            print(f"round {i + 1}: not started, {deadline - time.monotonic():.0f} s of the budget left", flush=True)
+            break
+        r = {tool: run(f"round {i + 1}", tool) for tool in ("solbench", "peer")}
+        if any(x["rc"] == 124 for x in r.values()):
+            break  # stopped by the budget or its limit: not a round
+        rounds.append(r)
+        last = sum(x["wall_s"] for x in r.values())
+    return summary(args, ours, warm, rounds)
+
+
+def summary(args: argparse.Namespace, ours: list[str], warm: dict, rounds: list[dict]) -> dict:
     walls = {k: [r[k]["wall_s"] for r in rounds] for k in ("solbench", "peer")}
-    ok = {k: all(r[k]["rc"] == 0 for r in rounds) for k in ("solbench", "peer")}
-    med = {k: statistics.median(v) for k, v in walls.items()}
-    ratio = med["solbench"] / med["peer"] if med["peer"] > 0 else None
-    return {"solbench_command": shlex.join(ours), "peer_command": peer, "peer_cwd": args.peer_cwd,
-            "warm_up_s": {k: v["wall_s"] for k, v in warm.items()}, "wall_s": walls, "median_s": med,
-            "all_exited_0": ok, "ratio": round(ratio, 3) if ratio else None, "target_ratio": TARGET_RATIO,
-            "met": bool(ratio is not None and ratio <= TARGET_RATIO and all(ok.values())),
+    ok = {k: bool(rounds) and all(r[k]["rc"] == 0 for r in rounds) for k in ("solbench", "peer")}
+    med = {k: statistics.median(v) if v else None for k, v in walls.items()}
+    ratio = med["solbench"] / med["peer"] if rounds and med["peer"] > 0 else None
+    return {"solbench_command": shlex.join(ours), "peer_command": args.peer, "peer_cwd": args.peer_cwd,
+            "warm_up_s": {k: v["wall_s"] for k, v in warm.items()}, "rounds": len(rounds), "wall_s": walls,
+            "median_s": med, "all_exited_0": ok, "ratio": round(ratio, 3) if ratio else None,
+            "target_ratio": TARGET_RATIO, "met": bool(ratio is not None and ratio <= TARGET_RATIO and all(ok.values())),
             "solbench_last": solbench_summary(rounds[-1]["solbench"]) if rounds else None,
             "failures": {k: [r[k]["stderr_tail"] for r in rounds if r[k]["rc"] != 0][:1] for k in ("solbench", "peer")},
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host_cores": len(os.sched_getaffinity(0))}
@@ -95,18 +114,23 @@ def main() -> int:
     ap.add_argument("--db", default="cost.db")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--limit-s", type=float, default=240.0, help="each process's time limit")
+    ap.add_argument("--budget-s", type=float, default=None, help="the whole comparison's time limit")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if not Path(args.problem).is_dir() or not Path(args.solution).is_file():
         print("cost_side_by_side: --problem must be a directory and --solution a file", file=sys.stderr)
         return 2
     result = side_by_side(args)
-    print(f"solbench: {result['wall_s']['solbench']} s (median {result['median_s']['solbench']:.2f}); "
-          f"peer: {result['wall_s']['peer']} s (median {result['median_s']['peer']:.2f}); "
-          f"ratio {result['ratio']} (target <= {TARGET_RATIO}: {'met' if result['met'] else 'missed'})")
-    print(json.dumps(result["solbench_last"], indent=1))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
+    if not result["rounds"]:
+        print("cost_side_by_side: no timed round ended within the budget", file=sys.stderr)
+        return 1
+    med = result["median_s"]
+    print(f"solbench: {result['wall_s']['solbench']} s (median {med['solbench']:.2f}); "
+          f"peer: {result['wall_s']['peer']} s (median {med['peer']:.2f}); "
+          f"ratio {result['ratio']} (target <= {TARGET_RATIO}: {'met' if result['met'] else 'missed'})")
+    print(json.dumps(result["solbench_last"], indent=1))
     return 0
 
 

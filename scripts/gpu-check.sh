@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # The GPU check, by stages: the main job on the starter suite, the GPU test set, benchmarks.
 # Usage: scripts/gpu-check.sh [stage ...]
-#   stages: tests (= fast bundled languages), quick (the integrity corpus, the timing, hang and tf32x3 tests, about
-#           9 min on the H200), corpus and timing (quick in two parts: the corpus, 135 tests, and the other 11),
-#           fast (the GPU test set but the bundled examples and the languages stage's), bundled (every starter
-#           example on the GPU, baselines included), select (the GPU tests matching GPU_K, a pytest -k),
+#   stages: tests (= refs timing corpus+builds rest bundled languages: the GPU test set), fast (= refs timing corpus
+#           rest: the set but the bundled examples and the languages' tests), A+B (stages A and B at once, A on four
+#           cores, B, host work alone, niced on the others: corpus+builds), refs (the 124 references' soundness on
+#           the GPU, nothing timed; REFS_WORKERS above 1 runs them in that many pytest-xdist processes, those of
+#           large workloads one at a time: not yet tried on a GPU), timing (the held stream, side streams, CUPTI,
+#           graph time, faults, hangs, repeats, tf32x3: 11 tests), corpus (the integrity corpus, 135 tests, about
+#           6 min on an H100), rest (the fast set's other tests: agents, compile ahead, hardware, memory, flush),
+#           quick (= corpus and timing in one pytest), bundled (every starter example on the GPU, baselines
+#           included), select (the GPU tests matching GPU_K, a pytest -k), languages (one example per kernel
+#           language on one problem, solutions posing as another language, a CUDA C++ build cached; the languages
+#           installed under /opt/solbench-lang by scripts/carry-language.sh, each on its own solutions' path),
+#           builds (the 50 shipped CUDA C++ examples built and their imports checked, on the host),
 #           run (the main job; RUN_ARGS, e.g. "--language cuda_cpp --baselines none"), rerun (the main job again:
 #           `run rerun` gives the fresh and the cached figure),
 #           cost (one solution's cost against SOL-ExecBench's CLI, side by side: needs .seb/, docs/PERFORMANCE.md),
@@ -19,21 +27,21 @@
 #           profcost (what the language proof's profiler adds per solution: PROFCOST_N solutions, off and on),
 #           isolation (which step of the candidate's sandbox this machine's CUDA tolerates, start and IPC),
 #           agents (the agent loop, an external agent and a transfer experiment against a loopback model server,
-#           real GPU evaluations; then the loop's overhead), languages (one example per kernel language on one
-#           problem, and solutions posing as another language; the languages installed under
-#           /opt/solbench-lang by scripts/carry-language.sh, each on its own solutions' path),
+#           real GPU evaluations; then the loop's overhead),
 #           serve (the evaluation service under load: request latency, served throughput, times idle and loaded;
 #           needs the service's wheels in .whl: fastapi, starlette, uvicorn, opentelemetry-api; docs/GPU.md lists
 #           them)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
-# On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline ahead (47 s on an H100,
-# c300dc8), then evaluates about 7 s per solution (5 s in `rerun`): 325 s for the starter suite there, so
-# `RUN_LIMIT=380 ... run` and `RUN_LIMIT=210 ... rerun` (about 200 s there) nearly fill one call's 600 s. Then copy
-# the returned gpu.db to .gpudb/gpu.db, carry .gpudb and .whl, and run the other stages, at most 10 minutes of them
-# per call. A change to a file of the harness digest (evaluate/baselines.py lists them; problems/inputs.py too)
-# makes the cached baselines stale. pytest runs verbose, so a stage stopped at its limit still reports its tests,
-# and each failure's report is printed when it happens (SOLBENCH_INSTAFAIL, tests/conftest.py).
+# On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline ahead (46 s on an H100,
+# ac63f0d), then evaluates about 7 s per solution (5 s in `rerun`): 299 s for the starter suite there, so
+# `RUN_LIMIT=355 ... run` and `RUN_LIMIT=210 ... rerun` (about 200 s on c300dc8) nearly fill one call's 600 s. Files
+# outside the repository stay on the machine between the calls of one lease: keep $OUT/gpu.db there (and return
+# it), copy it to .gpudb/gpu.db at the next call's start, carry .whl, and run the other stages, at most 10 minutes
+# of them per call, each call started within the 30 s the machine waits. A change to a file of the harness digest
+# (evaluate/baselines.py lists them; problems/inputs.py too) makes the cached baselines stale. pytest runs verbose,
+# so a stage stopped at its limit still reports its tests, and each failure's report is printed when it happens
+# (SOLBENCH_INSTAFAIL, tests/conftest.py).
 # Every step is bounded by `timeout`, reads no stdin, and logs under $OUT (the device tool returns $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,36 +61,53 @@ fi
 export SOLBENCH_GPU_DB="$OUT/gpu.db"
 [ -f .gpudb/gpu.db ] && [ ! -f "$SOLBENCH_GPU_DB" ] && cp .gpudb/gpu.db "$SOLBENCH_GPU_DB" && chmod u+w "$SOLBENCH_GPU_DB"
 stages=()
-for s in "$@"; do [ "$s" = tests ] && stages+=(fast bundled languages) || stages+=("$s"); done
-[ ${#stages[@]} -eq 0 ] && stages=(fast bundled run bench)
-declare -A status
+for s in "$@"; do
+  case "$s" in tests) stages+=(refs timing corpus+builds rest bundled languages) ;;
+    fast) stages+=(refs timing corpus rest) ;; *) stages+=("$s") ;; esac
+done
+[ ${#stages[@]} -eq 0 ] && stages=(refs timing corpus rest bundled run bench)
+# the timing stage's tests by keyword (each builds and times on the GPU, so one at a time); refs: the references' checks
+TIMING_K="held_stream or side_stream or cupti or graph_time or persisting or set_aside or profiler or repeats or fault \
+or hang or tf32"
+REFS_K=test_reference_on_the_gpu_is_sound
+BUILDS_K=test_every_shipped_cuda_cpp_example_passes_the_imports_allowlist
+STATUS=$(mktemp -d)  # each stage's result line, written by the stage (two may run at once, in subshells)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
   </dev/null 2>&1 | tee "$OUT/nvidia-smi.txt"
-for stage in "${stages[@]}"; do
+run_stage() {
+  local stage=$1 start
   start=$(date +%s)
   case "$stage" in
     run|rerun) # rerun: the main job again on the same machine, its builds and baselines cached by the run before;
            # its log has a line per step, and every thread's stack 20 s before the limit where it is still running
            SOLBENCH_STACKS_AFTER=$(( ${RUN_LIMIT:-350} - 20 )) timeout ${RUN_LIMIT:-350} python3 -m solbench.cli run \
              --device cuda --db "$SOLBENCH_GPU_DB" ${RUN_ARGS:-} </dev/null 2>&1 | tee "$OUT/$stage.txt" ;;
-    fast)  timeout ${FAST_LIMIT:-300} python3 -m pytest -m "gpu and not bundled and not languages" -v -rfE -p no:cacheprovider tests \
-             </dev/null 2>&1 | tee "$OUT/fast.txt" ;;
-    quick) timeout ${QUICK_LIMIT:-540} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest or \
-             held_stream or side_stream or cupti or graph_time or persisting or set_aside or profiler or repeats or fault \
-             or hang or tf32" tests \
-             </dev/null 2>&1 | tee "$OUT/quick.txt" ;;
+    refs)  # correctness only (nothing is timed), so it may run side by side on the GPU: REFS_WORKERS pytest-xdist
+           # workers (on the device image), the references of large workloads one after another in one of them
+           # (tests/evaluate/test_gpu.py); 4 workers without that ran out of an H100's memory (2026-12-06)
+           w=${REFS_WORKERS:-1}; [ "$w" -gt 1 ] && par="-n $w --dist loadgroup" || par=""
+           timeout ${REFS_LIMIT:-300} python3 -m pytest -m gpu $par -v -rfE -p no:cacheprovider -k "$REFS_K" tests \
+             </dev/null 2>&1 | tee "$OUT/refs.txt" ;;
+    rest)  timeout ${REST_LIMIT:-240} python3 -m pytest -m "gpu and not bundled and not languages" -v -rfE \
+             -p no:cacheprovider -k "not $REFS_K and not exploit and not honest and not ($TIMING_K)" tests \
+             </dev/null 2>&1 | tee "$OUT/rest.txt" ;;
+    quick) timeout ${QUICK_LIMIT:-540} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider \
+             -k "exploit or honest or $TIMING_K" tests </dev/null 2>&1 | tee "$OUT/quick.txt" ;;
     corpus) timeout ${CORPUS_LIMIT:-540} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest" \
              tests </dev/null 2>&1 | tee "$OUT/corpus.txt" ;;
-    timing) timeout ${TIMING_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "not exploit and not \
-             honest and (held_stream or side_stream or cupti or graph_time or persisting or set_aside or profiler or \
-             repeats or fault or hang or tf32)" tests </dev/null 2>&1 | tee "$OUT/timing.txt" ;;
+    timing) timeout ${TIMING_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider \
+             -k "not exploit and not honest and ($TIMING_K)" tests </dev/null 2>&1 | tee "$OUT/timing.txt" ;;
     bundled) timeout ${BUNDLED_LIMIT:-560} python3 -m pytest -m "gpu and bundled" -v -rfE -p no:cacheprovider tests \
              </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
     agents) { timeout ${AGENTS_LIMIT:-300} python3 -m pytest -m "gpu and agents" -v -rfE -s -p no:cacheprovider tests; \
              timeout 120 python3 benchmarks/bench_agent_loop.py --device cuda --attempts 3 --out "$OUT/agent-loop.json"; } \
              </dev/null 2>&1 | tee "$OUT/agents.txt" ;;
     languages) timeout ${LANGUAGES_LIMIT:-300} python3 -m pytest -m "gpu and languages" -v -rfE -s -p no:cacheprovider \
-             tests </dev/null 2>&1 | tee "$OUT/languages.txt" ;;
+             -k "not $BUILDS_K" tests </dev/null 2>&1 | tee "$OUT/languages.txt" ;;
+    builds) # the 50 shipped CUDA C++ examples built on the host (nvcc; nothing runs on the GPU) and their imports
+           # checked: the languages stage's host-side part, which `corpus+builds` runs beside the corpus
+           timeout ${BUILDS_LIMIT:-400} python3 -m pytest -m "gpu and languages" -v -rfE -s -p no:cacheprovider \
+             -k "$BUILDS_K" tests </dev/null 2>&1 | tee "$OUT/builds.txt" ;;
     select) timeout ${SELECT_LIMIT:-120} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "${GPU_K:?GPU_K}" tests \
              </dev/null 2>&1 | tee "$OUT/select.txt" ;;
     probe) timeout 90 python3 benchmarks/probe_transport.py </dev/null 2>&1 | tee "$OUT/probe.txt" ;;
@@ -106,7 +131,8 @@ for stage in "${stages[@]}"; do
                && chmod +x /tmp/pybin/python \
                && timeout ${COST_LIMIT:-420} python3 benchmarks/cost_side_by_side.py --problem "$ex" \
                     --solution "$ex/solution_triton.json" --peer-cwd .seb/example --db "$SOLBENCH_GPU_DB" \
-                    --rounds ${COST_ROUNDS:-2} --out "$OUT/cost.json" --peer "PYTHONPATH=/tmp/seb-site \
+                    --rounds ${COST_ROUNDS:-2} --budget-s $(( ${COST_LIMIT:-420} - 10 )) --out "$OUT/cost.json" \
+                    --peer "PYTHONPATH=/tmp/seb-site \
                     PATH=/tmp/pybin:\$PATH /tmp/seb-site/bin/sol-execbench examples/triton/rmsnorm \
                     --solution examples/triton/rmsnorm/solution_triton.json -o $OUT/seb-rmsnorm.jsonl"; } \
              </dev/null 2>&1 | tee "$OUT/cost.txt" ;;
@@ -138,23 +164,40 @@ for stage in "${stages[@]}"; do
     start) timeout 120 python3 benchmarks/bench_worker_start.py --device cuda </dev/null 2>&1 | tee "$OUT/start.txt" ;;
     isolation) { timeout 100 python3 benchmarks/probe_isolation.py; timeout 100 python3 benchmarks/probe_isolation.py \
              --ipc; } </dev/null 2>&1 | tee "$OUT/isolation.txt" ;;
-    *) echo "unknown stage $stage"; continue ;;
+    *) echo "unknown stage $stage"; return ;;
   esac
-  status[$stage]="rc=${PIPESTATUS[0]} $(( $(date +%s) - start ))s"
+  echo "rc=${PIPESTATUS[0]} $(( $(date +%s) - start ))s" >"$STATUS/$stage"
+}
+# A+B: stage A on the first 4 cores and stage B (host work alone: builds) niced on the others, at once, as the main
+# job's build pool does beside its evaluations; one after the other where the host has fewer than 8 cores
+side_by_side() {
+  local cores
+  cores=$(nproc)
+  if [ "$cores" -lt 8 ] || ! command -v taskset >/dev/null; then run_stage "$1"; run_stage "$2"; return; fi
+  ( taskset -cp 0-3 $BASHPID >/dev/null; run_stage "$1" ) &
+  ( taskset -cp 4-$(( cores - 1 )) $BASHPID >/dev/null; renice -n 10 -p $BASHPID >/dev/null
+    run_stage "$2" >/dev/null ) &
+  wait
+}
+for stage in "${stages[@]}"; do
+  if [[ $stage == *+* ]]; then side_by_side "${stage%%+*}" "${stage#*+}"; else run_stage "$stage"; fi
 done
 echo
 echo "== solbench GPU check =="
 printf '%-14s %s\n' stage result
-for stage in "${stages[@]}"; do printf '%-14s %s\n' "$stage" "${status[$stage]:-skipped}"; done
+for stage in $(printf '%s\n' "${stages[@]}" | tr + '\n'); do
+  printf '%-14s %s\n' "$stage" "$(cat "$STATUS/$stage" 2>/dev/null || echo skipped)"
+done
 # the main job's evaluations so far, from the database (a run stopped at its limit prints no table of its own)
 runs=$(printf '%s\n' "${stages[@]}" | grep -cxE 'run|rerun')
 [ "$runs" -gt 0 ] && [ -f "$SOLBENCH_GPU_DB" ] && python3 scripts/run_summary.py "$SOLBENCH_GPU_DB" "$runs"
 # pytest runs verbose, so a stage stopped by its time limit still shows which tests ran and how they ended
-for f in quick corpus timing fast bundled agents languages select; do
+for f in quick refs timing corpus rest bundled agents languages builds select; do
   [ -f "$OUT/$f.txt" ] || continue
-  n() { grep -cE "^tests/[^ ]*$1[^ ]* $2" "$OUT/$f.txt"; }  # verbose pytest: "tests/FILE::TEST OUTCOME [ n%]"
+  # verbose pytest: "tests/FILE::TEST OUTCOME [ n%]", or under pytest-xdist "[gw0] [ n%] OUTCOME tests/FILE::TEST"
+  n() { grep -cE "^tests/[^ ]*$1[^ ]* $2|^\[gw[0-9]+\] \[ *[0-9]+%\] $2 tests/[^ ]*$1" "$OUT/$f.txt"; }
   echo "-- $f: $(n '' PASSED) passed, $(n '' FAILED) failed, $(n '' ERROR) errors, $(n '' SKIPPED) skipped"
-  [ "$f" = quick ] || [ "$f" = fast ] || [ "$f" = corpus ] && echo "   exploits $(n test_exploit_is_caught PASSED) caught," \
+  [ "$f" = quick ] || [ "$f" = corpus ] && echo "   exploits $(n test_exploit_is_caught PASSED) caught," \
     "$(n test_exploit_is_caught FAILED) missed; honest $(n test_honest_solution_passes PASSED) passed," \
     "$(n test_honest_solution_passes FAILED) rejected"
   grep -E "^(FAILED|ERROR) |^INSTAFAIL |^E  |^=+ .*(passed|failed).* =+$|^(exploits caught|honest solutions passed):|^LANGUAGE " \

@@ -35,3 +35,19 @@ def test_a_missing_problem_is_one_line_and_exit_2(tmp_path):
     r = subprocess.run([sys.executable, str(SCRIPT), "--problem", str(tmp_path / "none"), "--solution",
                         str(tmp_path / "x.py"), "--peer", "true"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_budget_ends_the_comparison_with_a_report(tmp_path):
+    """A peer that outlasts the whole budget is stopped at its end, no round starts after it, and the report is
+    written all the same (the GPU script's stage limit would otherwise end the script before it says anything)."""
+    peer = f"exec {sys.executable} -c 'import time; time.sleep(60)'"
+    out = tmp_path / "cost.json"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--problem", str(AXPY), "--solution",
+                        str(AXPY / "solutions" / "torch_ok.py"), "--peer", peer, "--peer-cwd", str(tmp_path),
+                        "--device", "cpu", "--db", str(tmp_path / "cost.db"), "--rounds", "2", "--budget-s", "0.5",
+                        "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["rounds"] == 0 and result["ratio"] is None and not result["met"]
+    assert result["warm_up_s"]["peer"] < 30  # stopped, not slept out
+    assert "unmeasured peer:" in r.stdout and "exit 124" in r.stdout and "round 1: not started" in r.stdout

@@ -6,7 +6,7 @@
 #           cores, B, host work alone, niced on the others: corpus+builds), refs (the 124 references' soundness on
 #           the GPU, nothing timed; REFS_WORKERS above 1 runs them in that many pytest-xdist processes, those of
 #           large workloads one at a time: not yet tried on a GPU), timing (the held stream, side streams, CUPTI,
-#           graph time, faults, hangs, repeats, tf32x3: 11 tests), corpus (the integrity corpus, 135 tests, about
+#           graph time, faults, hangs, repeats, tf32x3: 10 tests), corpus (the integrity corpus, 135 tests, about
 #           6 min on an H100), rest (the fast set's other tests: agents, compile ahead, hardware, memory, flush),
 #           quick (= corpus and timing in one pytest), bundled (every starter example on the GPU, baselines
 #           included), select (the GPU tests matching GPU_K, a pytest -k), languages (one example per kernel
@@ -72,6 +72,7 @@ or hang or tf32"
 REFS_K=test_reference_on_the_gpu_is_sound
 BUILDS_K=test_every_shipped_cuda_cpp_example_passes_the_imports_allowlist
 STATUS=$(mktemp -d)  # each stage's result line, written by the stage (two may run at once, in subshells)
+trap 'rm -rf "$STATUS"' EXIT
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
   </dev/null 2>&1 | tee "$OUT/nvidia-smi.txt"
 run_stage() {
@@ -92,11 +93,12 @@ run_stage() {
              -p no:cacheprovider -k "not $REFS_K and not exploit and not honest and not ($TIMING_K)" tests \
              </dev/null 2>&1 | tee "$OUT/rest.txt" ;;
     quick) timeout ${QUICK_LIMIT:-540} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider \
-             -k "exploit or honest or $TIMING_K" tests </dev/null 2>&1 | tee "$OUT/quick.txt" ;;
+             -k "not $REFS_K and (exploit or honest or $TIMING_K)" tests </dev/null 2>&1 | tee "$OUT/quick.txt" ;;
     corpus) timeout ${CORPUS_LIMIT:-540} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "exploit or honest" \
              tests </dev/null 2>&1 | tee "$OUT/corpus.txt" ;;
     timing) timeout ${TIMING_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider \
-             -k "not exploit and not honest and ($TIMING_K)" tests </dev/null 2>&1 | tee "$OUT/timing.txt" ;;
+             -k "not $REFS_K and not exploit and not honest and ($TIMING_K)" tests </dev/null 2>&1 \
+             | tee "$OUT/timing.txt" ;;
     bundled) timeout ${BUNDLED_LIMIT:-560} python3 -m pytest -m "gpu and bundled" -v -rfE -p no:cacheprovider tests \
              </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
     agents) { timeout ${AGENTS_LIMIT:-300} python3 -m pytest -m "gpu and agents" -v -rfE -s -p no:cacheprovider tests; \
@@ -164,19 +166,19 @@ run_stage() {
     start) timeout 120 python3 benchmarks/bench_worker_start.py --device cuda </dev/null 2>&1 | tee "$OUT/start.txt" ;;
     isolation) { timeout 100 python3 benchmarks/probe_isolation.py; timeout 100 python3 benchmarks/probe_isolation.py \
              --ipc; } </dev/null 2>&1 | tee "$OUT/isolation.txt" ;;
-    *) echo "unknown stage $stage"; return ;;
+    *) echo "unknown stage $stage" >&2; return ;;
   esac
   echo "rc=${PIPESTATUS[0]} $(( $(date +%s) - start ))s" >"$STATUS/$stage"
 }
-# A+B: stage A on the first 4 cores and stage B (host work alone: builds) niced on the others, at once, as the main
-# job's build pool does beside its evaluations; one after the other where the host has fewer than 8 cores
+# A+B: stage A on the first 4 of this process's cores and stage B (host work alone: builds) niced on the others, at
+# once, as the main job's build pool does beside its evaluations; one after the other where there are fewer than 8
 side_by_side() {
-  local cores
-  cores=$(nproc)
-  if [ "$cores" -lt 8 ] || ! command -v taskset >/dev/null; then run_stage "$1"; run_stage "$2"; return; fi
-  ( taskset -cp 0-3 $BASHPID >/dev/null; run_stage "$1" ) &
-  ( taskset -cp 4-$(( cores - 1 )) $BASHPID >/dev/null; renice -n 10 -p $BASHPID >/dev/null
-    run_stage "$2" >/dev/null ) &
+  local first rest
+  read -r first rest < <(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); j = lambda x: ",".join(map(str, x))
+print(j(c[:4]), j(c[4:]) if len(c) >= 8 else "")')
+  if [ -z "$rest" ] || ! command -v taskset >/dev/null; then run_stage "$1"; run_stage "$2"; return; fi
+  ( taskset -cp "$first" $BASHPID >/dev/null; run_stage "$1" ) &
+  ( taskset -cp "$rest" $BASHPID >/dev/null; renice -n 10 -p $BASHPID >/dev/null; run_stage "$2" >/dev/null ) &
   wait
 }
 for stage in "${stages[@]}"; do

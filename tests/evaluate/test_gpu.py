@@ -3,6 +3,7 @@
 Set SOLBENCH_GPU_DB to reuse a database whose baselines were already measured (scripts/gpu-check.sh does).
 """
 
+import gc
 import os
 
 import pytest
@@ -238,12 +239,19 @@ def test_reference_on_the_gpu_is_sound_and_not_degenerate(problem):
     from solbench.evaluate.degenerate import check_problem, reference_self_check
 
     by_size = sorted(problem.workloads_for("cuda"), key=lambda w: count_work(problem, w).bytes)
+    failure = None
     try:
         assert reference_self_check(problem, by_size[-1], "cuda") is None
         found = check_problem(problem, "cuda", [by_size[0], by_size[-1]] if len(by_size) > 1 else by_size)
         assert not found, [f"{f.code}: {f.detail}" for f in found]
-    finally:  # a failed check leaves no cached blocks behind for the next test (or another worker) to run out of
-        torch.cuda.empty_cache()
+    except (AssertionError, torch.OutOfMemoryError) as exc:
+        # the failure as text: its traceback would keep the frames' device tensors alive past this test, and the
+        # next tests ran out of memory behind one that did (2026-12-06, H100)
+        failure = f"{type(exc).__name__}: {exc}"[-3000:]
+    gc.collect()
+    torch.cuda.empty_cache()  # no cached blocks left for the next test (or another worker) to run out of
+    if failure:
+        pytest.fail(failure)
 
 
 def test_profiler_language_proof(tmp_path):

@@ -463,3 +463,15 @@ def test_chunks_give_the_statistics_of_the_whole_output(dtype, monkeypatch):
                       "got_nonzero"):
                 assert repr(getattr(part, k)) == repr(getattr(whole, k)), (chunk, k)  # repr: NaN equals NaN
     assert whole.bad_special == 4 and whole.n == 4001
+
+
+def test_a_device_comparison_is_chunked_so_its_temporaries_fit():
+    """On a device the comparison runs in chunks too, of at most 2^26 elements: a billion-element fp32 output (an
+    embedding's gradient table) compared in one chunk held a dozen 8.4 GB float64 temporaries and ran an 80 GB
+    H100 out of memory; a chunk's float64 temporary is 512 MiB."""
+    from solbench.evaluate.verdict import elementwise as ew
+
+    on_device = torch.empty(1 << 30, dtype=torch.float32, device="meta")
+    assert ew.CPU_CHUNK <= ew.chunk_for(on_device) <= 1 << 26
+    assert ew.chunk_for(torch.empty(4)) == ew.CPU_CHUNK
+

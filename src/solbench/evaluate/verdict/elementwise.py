@@ -4,8 +4,10 @@ element.
 
 On the CPU the output is read in chunks of ``CPU_CHUNK`` elements: each chunk's temporaries (a dozen of them, in
 float64 for 32-bit outputs) stay in the processor's caches instead of streaming through memory once per operation,
-and the comparison's memory stays a few megabytes over outputs of hundreds of millions of elements. On the GPU the
-output is one chunk (each operation is one kernel). The statistics are the same either way: counts add up, maxima
+and the comparison's memory stays a few megabytes over outputs of hundreds of millions of elements. On the GPU a
+chunk is ``GPU_CHUNK`` elements (each operation one kernel over it): most outputs are one chunk, and the
+temporaries of the largest stay a few gigabytes, where one chunk of a billion-element fp32 output (an embedding's
+gradient table) held a dozen fp64 temporaries of 8.4 GB each, more than an 80 GB device has. The statistics are the same either way: counts add up, maxima
 take the larger, and the worst element is the first of the largest excess over its allowance, as ``argmax`` over
 the whole output would pick it (a NaN excess first, then an infinite one).
 """
@@ -19,6 +21,12 @@ from typing import Any
 import torch
 
 CPU_CHUNK = 1 << 18
+GPU_CHUNK = 1 << 26  # 64 Mi elements: a float64 temporary of a chunk is 512 MiB
+
+
+def chunk_for(t: torch.Tensor) -> int:
+    """Elements per chunk of a comparison over ``t``: ``CPU_CHUNK`` on the CPU, ``GPU_CHUNK`` on a device."""
+    return CPU_CHUNK if t.device.type == "cpu" else GPU_CHUNK
 
 
 @dataclass
@@ -45,7 +53,7 @@ def elementwise(got: torch.Tensor, ref: torch.Tensor, anchor: Any, atol: float, 
     flat = [got.reshape(-1), ref.reshape(-1), (anchor if isinstance(anchor, torch.Tensor) else ref).reshape(-1),
             spread.reshape(-1) if spread is not None else None]
     st = Stats(n=flat[0].numel())
-    step = CPU_CHUNK if got.device.type == "cpu" else max(1, st.n)
+    step = chunk_for(got)
     for lo in range(0, st.n, step):
         g, r, a, s = (None if x is None else x[lo:lo + step] for x in flat)
         _chunk(st, g.to(wide), r.to(wide), a.to(device=g.device, dtype=wide),
@@ -101,7 +109,7 @@ def within(got: Any, anchor: Any, dtype: torch.dtype, atol: float, rtol: float, 
     wide = torch.float64 if got.dtype.itemsize >= 4 else torch.float32
     flat_g, flat_a = got.reshape(-1), anchor.reshape(-1)
     n = flat_g.numel()
-    step = CPU_CHUNK if got.device.type == "cpu" else n
+    step = chunk_for(got)
     some_a = some_g = False
     for lo in range(0, n, step):
         g, a = flat_g[lo:lo + step].to(wide), flat_a[lo:lo + step].to(wide)

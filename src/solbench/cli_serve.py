@@ -37,7 +37,7 @@ def serve(
 
     from solbench.cli_schedule import executor_for
     from solbench.evaluate.native import pool
-    from solbench.schedule.builds import BuildsAhead
+    from solbench.schedule import builds
     from solbench.schedule.queue import JobQueue
     from solbench.schedule.scheduler import Scheduler
     from solbench.service.app import create_app
@@ -55,7 +55,8 @@ def serve(
     sched = Scheduler(queue, ex)
     own, cores = _split_cores(len(ex.slots)) if executor == "local" else (set(), set())  # Ray: a node's own
     back = sched.start()  # before the port opens: a second service on this database ends here, in one line
-    ahead = BuildsAhead(queue, ex.slots[0].device, len(cores), cores).start() if cores else None
+    # in a process of their own: a build's Python side would hold this process's interpreter lock under requests
+    ahead = builds.start_apart(db, ex.slots[0].device, len(cores), cores, Path(f"{db}.builds.log")) if cores else None
     # this thread (uvicorn's event loop, and the threads it starts) moves to a core of its own: requests are not
     # answered late behind an evaluation's busy processes, nor run where a timing runs; the slots' threads,
     # started above, keep the evaluation's cores
@@ -69,7 +70,7 @@ def serve(
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         if ahead is not None:
-            ahead.stop()
+            builds.stop_apart(ahead)
 
 
 def _split_cores(slots: int) -> tuple[set[int], set[int]]:

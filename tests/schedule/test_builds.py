@@ -71,3 +71,47 @@ def test_queued_jobs_are_built_once_oldest_first_on_the_spare_cores(tmp_path):
         assert ahead.seen >= {first[1], later[0]}  # the PyTorch job was looked at, and nothing was built for it
     finally:
         ahead.stop()
+
+
+def test_a_service_builds_ahead_in_a_process_of_its_own_that_ends_with_it(tmp_path):
+    """``start_apart``: the builds run in another process, in a session of its own (its compilers with it, so
+    ``stop_apart`` ends them all), report each build ended, and end by themselves when the process that started
+    them is gone, even by kill -9 (here: a parent that exits at once)."""
+    import subprocess
+    import sys
+
+    from solbench.schedule import builds
+
+    specs = _specs()
+    db, log = tmp_path / "r.db", tmp_path / "builds.log"
+    queue = JobQueue(db)
+    ids = queue.submit([specs["torch"], specs["cpp"]])
+    proc = builds.start_apart(db, "cpu", 1, {min(os.sched_getaffinity(0))}, log)
+    try:
+        assert os.getsid(proc.pid) == proc.pid != os.getpid()
+        deadline = time.monotonic() + WAIT_S  # the C++ build itself, where the machine's cache lacks it
+        while f"job {ids[1]}" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        text = log.read_text()
+        assert f"built ahead: job {ids[1]}" in text and f"job {ids[0]}\n" not in text, text
+    finally:
+        builds.stop_apart(proc)
+    assert proc.returncode is not None
+    # orphaned: a parent that starts the builds and exits; they notice within a few of their polls
+    starter = ("import sys; from solbench.schedule import builds; "
+               "p = builds.start_apart(sys.argv[1], 'cpu', 1, set(), sys.argv[2]); print(p.pid)")
+    pid = int(subprocess.run([sys.executable, "-c", starter, str(db), str(tmp_path / "orphan.log")],
+                             capture_output=True, text=True, check=True, timeout=WAIT_S).stdout)
+    deadline = time.monotonic() + WAIT_S
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped by init, counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

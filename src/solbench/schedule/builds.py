@@ -7,6 +7,10 @@ its jobs in advance and builds them ahead (``evaluate.native.pool``); a service 
 on the cores the slots leave (each build thread confined to them and niced, its compilers too): by the time a slot
 claims the job, its evaluation finds the library in the build cache.
 
+A service runs them in a process of its own (``start_apart``): a build's Python side (loading the job's problem,
+hashing sources and headers, its sandbox) would otherwise hold the HTTP server's interpreter lock while requests
+wait; a scan there sees new jobs by polling the database.
+
 Nothing a build ahead leaves is believed for being one: the evaluation's own build loads the cached bytes and checks
 their hashes as always, a build that failed here is built again there (its failure is that evaluation's verdict),
 and a job whose spec does not load is left to its slot, which says why.
@@ -14,11 +18,18 @@ and a job whose spec does not load is left to its slot, which says why.
 
 from __future__ import annotations
 
+import argparse
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Callable
 
-from solbench.evaluate.native.pool import build_thread
+from solbench.evaluate.native.pool import build_thread, confine
 from solbench.schedule.jobs import Job
 from solbench.schedule.queue import JobQueue
 
@@ -50,6 +61,7 @@ class BuildsAhead:
         self.poll_s = poll_s
         self.seen: set[int] = set()
         self.built: list[int] = []  # job ids whose build ahead ended, in order
+        self.on_built: Callable[[int], None] | None = None
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="solbench-build-ahead",
                                         initializer=build_thread, initargs=(self.cores,))
         self._stop = threading.Event()
@@ -85,6 +97,8 @@ class BuildsAhead:
         except Exception:  # noqa: BLE001 - the evaluation builds again and judges
             pass
         self.built.append(job_id)
+        if self.on_built is not None:
+            self.on_built(job_id)
 
     def _watch(self) -> None:
         while not self._stop.is_set():
@@ -94,3 +108,46 @@ class BuildsAhead:
                 pass
             with self.queue.changed:
                 self.queue.changed.wait(self.poll_s)
+
+
+def start_apart(db: str | Path, device: str, workers: int, cores: set[int], log: str | Path) -> subprocess.Popen:
+    """``BuildsAhead`` on ``db``'s queue in a process of its own (and a session of its own, its compilers in it),
+    confined to ``cores``; it writes a line per build ended to ``log`` and ends when its parent does."""
+    cmd = [sys.executable, "-m", "solbench.schedule.builds", "--db", str(db), "--device", device,
+           "--workers", str(workers), "--cores", ",".join(str(c) for c in sorted(cores)), "--parent", str(os.getpid())]
+    with open(log, "ab") as sink:
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def stop_apart(proc: subprocess.Popen) -> None:
+    """End the builds' process and whatever it started (its session): a build cut short is built again by its
+    evaluation."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="a service's native builds ahead, in a process of their own")
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--device", required=True)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--cores", default="")
+    ap.add_argument("--parent", type=int, required=True)
+    args = ap.parse_args(argv)
+    cores = {int(c) for c in args.cores.split(",") if c}
+    confine(cores or None)  # the scans too, not only the builds, keep off the slots' cores
+    ahead = BuildsAhead(JobQueue(args.db), args.device, args.workers, cores or None)
+    ahead.on_built = lambda job_id: print(f"built ahead: job {job_id}", flush=True)
+    ahead.start()
+    print(f"builds ahead: {args.workers} worker(s) on core(s) {args.cores or 'any'}", flush=True)
+    while os.getppid() == args.parent:  # the service is gone (even by kill -9): so are its builds
+        time.sleep(1.0)
+    ahead.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -61,10 +61,10 @@ def honest(device: str, wanted: set[str]) -> list[tuple[str, object, Path]]:
 
 
 def margin(claim_ms: float | None, audit_ms: float | None, resolution_ms: float | None, device: str) -> float | None:
-    """The claim over the least claim the audit lets pass (``audit.verdict``'s floor from the audit's time), or
+    """The claim over the least claim the audit lets pass (``audit_verdict.verdict``'s floor from the audit's time), or
     None where either is missing or the floor is not above zero (nothing could be convicted). On the CPU the
     verdict also holds the claim against the fastest audited call, which the record does not keep."""
-    from solbench.evaluate.timing.audit import AGREE
+    from solbench.evaluate.timing.audit_verdict import AGREE
 
     if not claim_ms or audit_ms is None or resolution_ms is None:
         return None

@@ -1,5 +1,5 @@
 """benchmarks/audit_agreement.py on the CPU: which honest fixtures it takes for a device, and the margin it gives
-each workload against the audit's floor (``audit.verdict``). No GPU is used."""
+each workload against the audit's floor (``audit_verdict.verdict``). No GPU is used."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_the_honest_fixtures_are_those_the_test_sets_run_on_each_device():
 
 
 def test_the_margin_is_the_claim_over_the_verdicts_floor():
-    from solbench.evaluate.timing.audit import AGREE
+    from solbench.evaluate.timing.audit_verdict import AGREE
 
     margin = _bench().margin
     floor = AGREE["cuda"] * 2.0 - 0.1

@@ -10,8 +10,8 @@ import pytest
 from solbench.evaluate.isolation import outside, seccomp
 from solbench.evaluate.isolation.sandbox import MAX_REPLY_BYTES, CandidateProcess, SandboxSpec
 from solbench.evaluate.runner import EvalOptions, evaluate
-from solbench.evaluate.timing.audit import (ABS_TOL_MS, CALL_TOL_MS, SHORT_LOOK, Audit, Calibration, resolution,
-                                            verdict)
+from solbench.evaluate.timing.audit import SHORT_LOOK
+from solbench.evaluate.timing.audit_verdict import ABS_TOL_MS, CALL_TOL_MS, Audit, Calibration, resolution, verdict
 from solbench.problems.problem import load_problem
 from solbench.problems.solution import load_solution
 from tests.paths import TESTS
@@ -370,7 +370,7 @@ def test_the_sentinels_of_a_group_are_read_back_at_once_and_agree_with_one_call_
 def test_a_first_audit_ends_early_only_where_its_slowest_bracket_supports_the_timing():
     """The short look: an honest time against brackets of the same work ends the audit; a forged one (below every
     bracket of the real work), or one bracket disturbed above what the timing can stand, lets it go on."""
-    from solbench.evaluate.timing.audit import clearly_confirmed
+    from solbench.evaluate.timing.audit_verdict import clearly_confirmed
 
     honest = _audit([1.0, 1.02, 0.99, 1.01], 4)
     assert clearly_confirmed([0.98] * 30, honest, "cuda")
@@ -565,7 +565,7 @@ def test_an_audit_whose_groups_do_not_fit_is_made_again_one_call_per_bracket(mon
         asked.append(group)
         if group is None:
             raise audit.OutOfRoom(8)
-        return audit.Audit(method="stamps", trusted_ms=[1.0] * 12, group=group)
+        return Audit(method="stamps", trusted_ms=[1.0] * 12, group=group)
 
     monkeypatch.setattr(audit, "run", run)
     got = audit._run_within_memory(_Sub(), "w", None, [], [], Calibration(0.0, 0.0), None, 12)

@@ -27,7 +27,7 @@ the reference (``output_recheck``, ``audit_recheck``), so output written after a
 work in it (on the GPU the copies in, the fill and the copy of a returned output into its slot, timed by the
 trusted worker alone) and the hand-over between the two processes, calibrated against a null candidate (a
 sandboxed process that never loads a solution). A timing whose median sample lies below the audit's time by more
-than its resolution (``verdict``), in a first audit and in a second on fresh inputs with the hand-over calibrated
+than its resolution (``audit_verdict.verdict``), in a first audit and in a second on fresh inputs with the hand-over calibrated
 anew, is ``reward_hack`` (``time_forgery``); where the audit cannot be made, the workload passes unscored with the
 warning ``time_unconfirmed``. A first audit ends after ``SHORT_LOOK`` counted brackets where the timing stands
 against even the slowest of them (``clearly_confirmed``: the common case of an honest solution), judging
@@ -38,7 +38,6 @@ of its brackets.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from solbench.evaluate.boundary.ring import Layout, draw_sets, set_key
@@ -47,6 +46,8 @@ from solbench.evaluate.timing import audit_gpu
 from solbench.evaluate.timing.audit_cpu import CpuAudit
 from solbench.evaluate.timing.audit_gpu import OutOfRoom, Unaudited, out_of_memory
 from solbench.evaluate.timing.audit_recheck import Recheck, unwritten_calls
+from solbench.evaluate.timing.audit_verdict import (Audit, Calibration, center, clearly_confirmed, is_blind, resolution,
+                                                     spread, verdict)
 from solbench.evaluate.timing.handover import Ended
 from solbench.evaluate.timing.slots import FLAG_STRIDE, Slots
 from solbench.evaluate.trusted.outcomes import Rejected
@@ -57,17 +58,6 @@ AUDIT_BUDGET_S = 1.0  # the audited calls' own time that sets how many a slow ca
 CALIB_GROUP = 32  # null calls in a bracket of the GPU's calibration (with brackets of one: the gap per call)
 WARM_CALLS = 3  # the first calls of an audit are not counted (one for a slow call): ``warm_brackets``; the brackets
 #: that hold them get the probe's inputs, no draw
-#: a median sample this far below the audit's time is a forged time (docs/SECURITY.md: measured agreement)
-AGREE = {"cuda": 0.8, "cpu": 0.35}
-#: the audit's resolution at least, per bracket (a group's calls share it): on the GPU the hand-over between two
-#: processes' streams varied by -0.18 to +0.11 ms per bracket on the H200 (docs/PERFORMANCE.md); on the CPU a null
-#: candidate's CPU time per call differs from a candidate's harness's by up to about 0.1 ms on the development
-#: machine (two processes, two caches)
-ABS_TOL_MS = {"cuda": 0.2, "cpu": 0.15}
-#: per call besides (GPU): the gaps between a call's kernels and the next call's, which a CUPTI sample leaves out
-#: and the null candidate's one kernel per call does not show whole (4.5 us above the timing at decode sizes on
-#: the H200 for a one-kernel call, docs/PERFORMANCE.md; more for calls of several kernels)
-CALL_TOL_MS = {"cuda": 0.010, "cpu": 0.0}
 AUDIT_DRAWS = 2_000_000  # draw numbers of audited calls (timed calls' are below)
 #: a first audit ends after this many counted brackets where even its slowest bracket supports the timing
 #: (``clearly_confirmed``); otherwise it goes on to its full count. Its brackets re-check their calls this many
@@ -82,115 +72,6 @@ LOOK_DRAWS = 100_000
 #: audits too noisy to convict anything, looked past before the looks above (``confirm``); one more such leaves the
 #: time unconfirmed. Under a load average of 5.5 on the 2-core machine three blind looks in a row happened
 BLIND_LOOKS = 4
-
-
-@dataclass
-class Calibration:
-    """The hand-over between the trusted worker and a candidate's process, measured against a null one."""
-
-    overhead_ms: float  # median bracket of a null call, less the trusted side's own work and the call
-    spread_ms: float  # the brackets' interquartile range
-    call_ms: float = 0.0  # GPU: per call in a group, the gap between calls (a null call's kernel included)
-
-
-@dataclass
-class Audit:
-    method: str  # "stamps" (GPU: %globaltimer) or "cpu_time" (CPU: the kernel's accounting of the process)
-    trusted_ms: list[float] = field(default_factory=list)  # per counted bracket: its time less overheads, per call
-    overhead_ms: float = 0.0  # the hand-over's, per bracket
-    call_ms: float = 0.0  # the gap between calls, per call (GPU)
-    own_ms: float = 0.0  # the trusted side's own work inside a bracket
-    late: int = 0  # GPU calls not counted: the host side outlasted the hold
-    rechecked: int = 0  # audited calls judged against the reference
-    group: int = 1  # calls per bracket, the fewest of any counted one (GPU: ``audit_gpu.group_size``)
-    calls: int = 0  # counted calls, over every counted bracket
-    short: bool = False  # ended after ``SHORT_LOOK`` brackets, the timing clearly confirmed (``clearly_confirmed``)
-
-    @property
-    def median_ms(self) -> float | None:
-        """The audit's time (``center``)."""
-        if not self.trusted_ms:
-            return None
-        return center(self.trusted_ms, "cuda" if self.method == "stamps" else "cpu")
-
-    def record(self) -> dict[str, Any]:
-        return {"audit_ms": self.median_ms, "audit_calls": self.calls, "audit_group": self.group,
-                "audit_method": self.method,
-                "audit_overhead_ms": round((self.overhead_ms + self.own_ms) / self.group + self.call_ms, 6),
-                "audit_late": self.late,
-                "audit_rechecked": self.rechecked}
-
-
-def verdict(samples_ms: list[float], audit: Audit, calib: Calibration, device: str) -> tuple[str, str | None]:
-    """("confirmed" | "forged" | "unconfirmed", why): the timing's median sample held against the audit.
-
-    The audit's time is its median bracket on the GPU and its lower quartile on the CPU, where a call's CPU time
-    has a long upper tail (page faults of fresh allocations, a busy neighbour core). A median sample under
-    ``AGREE[device]`` of the audit's time, less the audit's resolution (``resolution``), is forged; on the CPU
-    also one under that share of its fastest audited call, less the fixed tolerance (noise only adds CPU time).
-    Within the resolution a time is confirmed: a forgery smaller than the resolution is not seen (docs/SECURITY.md).
-    The agreement asked for is loose: on the H200 an honest call's audited time was up to 1.24 times its timed
-    median (a 0.9 ms memory-bound call; twice at decode sizes, by the gaps between calls), on the CPU its audited
-    CPU time up to 2.4 times on a busy 2-core machine."""
-    xs = sorted(audit.trusted_ms)
-    if not samples_ms or not xs:
-        return "unconfirmed", "no audited call"
-    kind = "cuda" if device != "cpu" else "cpu"
-    claimed = statistics.median(samples_ms)
-    seen = center(xs, kind)
-    floor = AGREE[kind] * seen - resolution(audit, calib, kind)
-    if kind == "cpu":
-        floor = max(floor, AGREE[kind] * xs[0] - ABS_TOL_MS[kind])
-    if claimed < floor:
-        return "forged", (f"the timing reported a median of {claimed:.4g} ms, but the trusted side's own clock "
-                          f"measured {seen:.4g} ms per call ({audit.calls or len(xs) * audit.group} audited calls, "
-                          f"{audit.method}; the timing may report {floor:.4g} ms at least); the time did not come "
-                          f"from the work")
-    return "confirmed", None
-
-
-def clearly_confirmed(samples_ms: list[float], audit: Audit, kind: str) -> bool:
-    """Whether the timing's median sample stands against even the audit's slowest counted bracket, with only the
-    audit's fixed tolerance (``CALL_TOL_MS`` and ``ABS_TOL_MS`` shared by a group's calls) allowed: then
-    ``verdict`` confirms it on these brackets whatever their spread (its floor uses their median or lower
-    quartile and a resolution at least that tolerance), and more brackets would only refine the audit's time.
-    A forged time lies below every bracket of the real work; a disturbed bracket makes the audit go on."""
-    if not samples_ms or not audit.trusted_ms:
-        return False
-    return statistics.median(samples_ms) >= AGREE[kind] * max(audit.trusted_ms) - fixed_tolerance(audit, kind)
-
-
-def fixed_tolerance(audit: Audit, kind: str) -> float:
-    """The least of the audit's resolutions: a bracket's fixed tolerance shared by its group's calls, and the gap
-    between calls (``CALL_TOL_MS``)."""
-    return CALL_TOL_MS[kind] + ABS_TOL_MS[kind] / max(1, audit.group)
-
-
-def resolution(audit: Audit, calib: Calibration, kind: str) -> float:
-    """The least disagreement the audit tells from noise, per call: the fixed tolerance of a bracket, or twice
-    the standard error of its time from its brackets' spread and the calibration's (a bracket's share, for a
-    group of calls in one bracket); on the GPU with the gaps between calls (``CALL_TOL_MS``) added."""
-    xs, m = audit.trusted_ms, max(1, audit.group)
-    noise = max(ABS_TOL_MS[kind] / m, 2 * (_spread(xs, kind) + calib.spread_ms / m) / max(1, len(xs)) ** 0.5)
-    return CALL_TOL_MS[kind] + noise
-
-
-def center(xs: list[float], kind: str) -> float:
-    """The audit's time: the median bracket on the GPU, the lower quartile on the CPU."""
-    return statistics.median(xs) if kind == "cuda" else _quantile(xs, 0.25)
-
-
-def _spread(xs: list[float], kind: str) -> float:
-    """The brackets' spread: the interquartile range on the GPU; on the CPU twice the lower tail's width (the
-    upper tail is the CPU's own noise, which only adds time)."""
-    if kind == "cuda":
-        return _quantile(xs, 0.75) - _quantile(xs, 0.25)
-    return 2 * (_quantile(xs, 0.25) - _quantile(xs, 0.1))
-
-
-def _quantile(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def _values(inputs: list[Any]) -> list[Any]:
@@ -349,7 +230,7 @@ def calibrate(ctx, start_null: Callable[[], Any]) -> Calibration:
         many = run(null, *args, 24, group=CALIB_GROUP)
         x1, xm = center(one.trusted_ms, "cuda"), center(many.trusted_ms, "cuda") * CALIB_GROUP
         call = max(0.0, (xm - x1) / (CALIB_GROUP - 1))
-        return Calibration(overhead_ms=x1 - call, spread_ms=_spread(one.trusted_ms, "cuda"), call_ms=call)
+        return Calibration(overhead_ms=x1 - call, spread_ms=spread(one.trusted_ms, "cuda"), call_ms=call)
     finally:
         null.close()
 
@@ -388,7 +269,7 @@ def calibration(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplac
             null = sub.null_partner()
             one = draw(ctx.seed_for(uuid, AUDIT_DRAWS))  # a null call reads no value: one draw serves every call
             xs = run(null, uuid, lambda seed: one, shapes, inplace, Calibration(0.0, 0.0), None, 12).trusted_ms
-            return Calibration(overhead_ms=center(xs, "cpu"), spread_ms=_spread(xs, "cpu"))
+            return Calibration(overhead_ms=center(xs, "cpu"), spread_ms=spread(xs, "cpu"))
         key = (str(ctx.dev), str(sub.isolation))
         if key not in _CALIBRATED:
             _CALIBRATED[key] = calibrate(ctx, sub.new_null_partner)
@@ -413,7 +294,7 @@ def confirm(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: l
     (``LOOKS``): a second audit on fresh inputs, its hand-over calibrated anew, so that a disturbance of one audit
     (another process's kernels in its brackets, a calibration taken while the device was busy) is not called a
     forgery; a forged time stays below every audit of the work, and one whose second audit cannot be made stands
-    convicted by the first. An audit too noisy to tell its time from nothing (``blind``) confirms nothing and is
+    convicted by the first. An audit too noisy to tell its time from nothing (``is_blind``) confirms nothing and is
     followed by another look (``BLIND_LOOKS`` such at most). Raises ``Rejected`` (``time_forgery``, or what an
     audited call showed) and ``AuditFailed``."""
     kind = "cuda" if sub.ctx.dev.type == "cuda" else "cpu"
@@ -427,7 +308,7 @@ def confirm(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: l
         if outcome == "forged":
             forged.append((f"{audit.median_ms:.4g} ms", why))
             continue
-        if outcome == "confirmed" and _blind(audit, calib, kind):
+        if outcome == "confirmed" and is_blind(audit, calib, kind):
             if blind < BLIND_LOOKS:
                 blind += 1
                 continue
@@ -446,20 +327,6 @@ def confirm(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: l
         return record
     raise Rejected(["time_forgery"], f"{why} (audits: {', '.join(ms for ms, _ in forged)} per call, each on fresh "
                    "inputs)")
-
-
-def _blind(audit: Audit, calib: Calibration, kind: str) -> bool:
-    """Whether an audit that confirmed a time could not have convicted any: by its noise, not by the fixed
-    tolerance of a small call (its resolution more than twice that tolerance), even a time of zero would have
-    stood against it (``AGREE`` of its time within its resolution). On the busy CPU machine a null candidate's
-    calibration now and then read as slow as the calls themselves, or spread by milliseconds: a 2 ms call then
-    audited at 0 to 2.5 ms with a resolution of 0.5 to 1.6 ms and confirmed a forged 0.08 ms (about one
-    evaluation of ``i21_04`` in ten)."""
-    t = audit.median_ms
-    if t is None:
-        return False
-    res = resolution(audit, calib, kind)
-    return res > 2 * fixed_tolerance(audit, kind) and AGREE[kind] * t <= res
 
 
 def _look(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[int], recheck: Callable,

@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     while os.getppid() == args.parent:  # the service is gone (even by kill -9): so are its builds
         time.sleep(1.0)
     ahead.stop()
+    if os.getpgid(0) == os.getpid():  # a group of its own (``start_apart``): its builds' compilers, and itself
+        os.killpg(0, signal.SIGKILL)
 
 
 if __name__ == "__main__":

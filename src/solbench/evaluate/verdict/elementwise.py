@@ -7,9 +7,10 @@ float64 for 32-bit outputs) stay in the processor's caches instead of streaming 
 and the comparison's memory stays a few megabytes over outputs of hundreds of millions of elements. On the GPU a
 chunk is ``GPU_CHUNK`` elements (each operation one kernel over it): most outputs are one chunk, and the
 temporaries of the largest stay a few gigabytes, where one chunk of a billion-element fp32 output (an embedding's
-gradient table) held a dozen fp64 temporaries of 8.4 GB each, more than an 80 GB device has. The statistics are the same either way: counts add up, maxima
-take the larger, and the worst element is the first of the largest excess over its allowance, as ``argmax`` over
-the whole output would pick it (a NaN excess first, then an infinite one).
+gradient table) held a dozen fp64 temporaries of 8.4 GB each, more than an 80 GB device has. The statistics are
+the same either way: counts add up, maxima take the larger, and the worst element is the first of the largest
+excess over its allowance, as ``argmax`` over the whole output would pick it (a NaN excess first, then an infinite
+one).
 """
 
 from __future__ import annotations

@@ -27,9 +27,9 @@ the reference (``output_recheck``, ``audit_recheck``), so output written after a
 work in it (on the GPU the copies in, the fill and the copy of a returned output into its slot, timed by the
 trusted worker alone) and the hand-over between the two processes, calibrated against a null candidate (a
 sandboxed process that never loads a solution). A timing whose median sample lies below the audit's time by more
-than its resolution (``audit_verdict.verdict``), in a first audit and in a second on fresh inputs with the hand-over calibrated
-anew, is ``reward_hack`` (``time_forgery``); where the audit cannot be made, the workload passes unscored with the
-warning ``time_unconfirmed``. A first audit ends after ``SHORT_LOOK`` counted brackets where the timing stands
+than its resolution (``audit_verdict.verdict``), in a first audit and in a second on fresh inputs with the
+hand-over calibrated anew, is ``reward_hack`` (``time_forgery``); where the audit cannot be made, the workload
+passes unscored with the warning ``time_unconfirmed``. A first audit ends after ``SHORT_LOOK`` counted brackets where the timing stands
 against even the slowest of them (``clearly_confirmed``: the common case of an honest solution), judging
 proportionally more of their calls against the reference; any other first audit, and every second one, counts all
 of its brackets.

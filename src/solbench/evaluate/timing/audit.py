@@ -29,10 +29,10 @@ trusted worker alone) and the hand-over between the two processes, calibrated ag
 sandboxed process that never loads a solution). A timing whose median sample lies below the audit's time by more
 than its resolution (``audit_verdict.verdict``), in a first audit and in a second on fresh inputs with the
 hand-over calibrated anew, is ``reward_hack`` (``time_forgery``); where the audit cannot be made, the workload
-passes unscored with the warning ``time_unconfirmed``. A first audit ends after ``SHORT_LOOK`` counted brackets where the timing stands
-against even the slowest of them (``clearly_confirmed``: the common case of an honest solution), judging
-proportionally more of their calls against the reference; any other first audit, and every second one, counts all
-of its brackets.
+passes unscored with the warning ``time_unconfirmed``. A first audit ends after ``SHORT_LOOK`` counted brackets
+where the timing stands against even the slowest of them (``clearly_confirmed``: the common case of an honest
+solution), judging proportionally more of their calls against the reference; any other first audit, and every
+second one, counts all of its brackets.
 """
 
 from __future__ import annotations

@@ -238,8 +238,18 @@ def test_refine_cpu_flags(monkeypatch):
 
 # ---------------------------------------------------------------- calibration
 
-def test_calibrate_cpu_quick():
-    cal = calibrate("cpu", quick=True)
+@pytest.fixture(scope="module")
+def quick_cal():
+    """One quick CPU calibration for the module's tests, against a datasheet whose DRAM figure is tiny: what it
+    measures does not depend on the datasheet, only its warnings do."""
+    small = detect("cpu").model_copy(update={"dram_bandwidth_gbs": Figure(value=1e-6, source="test")})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(registry, "detect", lambda device: small)
+        return calibrate("cpu", quick=True)
+
+
+def test_calibrate_cpu_quick(quick_cal):
+    cal = quick_cal
     assert isinstance(cal, Calibration)
     assert cal.hardware == "cpu" and cal.timer == "perf_counter"
     patterns = {m.pattern for m in cal.measurements}
@@ -257,11 +267,8 @@ def test_calibrate_cpu_quick():
     Calibration.model_validate_json(cal.model_dump_json())  # round-trips
 
 
-def test_calibration_above_datasheet_is_flagged(monkeypatch):
-    spec = detect("cpu")
-    small = spec.model_copy(update={"dram_bandwidth_gbs": Figure(value=1e-6, source="test")})
-    monkeypatch.setattr(registry, "detect", lambda device: small)
-    cal = calibrate("cpu", quick=True)
+def test_calibration_above_datasheet_is_flagged(quick_cal):
+    cal = quick_cal
     assert any("exceeds the datasheet" in w for w in cal.warnings)
     # the figure itself is reported, not clipped
     assert cal.dram_bytes_per_s > 1e3

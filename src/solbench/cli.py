@@ -229,13 +229,15 @@ def eval_cmd(
             raise UserError("eval needs --problem and --solution (or --replay ID)")
         prob = load_problem(problem)
         sol = load_solution(solution, prob.definition)
+    mode = profile_mode(profile_dsl)
+    from solbench.store.db import Store
+
+    store = Store(db)  # a database it cannot open is said before a worker starts too
     prestart_worker(device, sol.language if replay is None else None)
     from solbench.evaluate.runner import EvalOptions, evaluate
     from solbench.evaluate.timing.rounds import TimingConfig
     from solbench.hardware.registry import get_hardware
-    from solbench.store.db import Store
 
-    store = Store(db)
     if replay is not None:
         ev, solution_json = store.evaluation(replay)
         failing = [w for w in ev.workloads if w.failure or w.verdict != "passed"]
@@ -253,7 +255,7 @@ def eval_cmd(
                            progress=_progress_printer(not quiet and not as_json))
     else:
         opts = EvalOptions(device=resolve_device(device), draws=draws, workloads=list(workload) if workload else None,
-                           use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=profile_mode(profile_dsl),
+                           use_baseline_cache=not no_cache, heldout=heldout, profile_dsl=mode,
                            timing=TimingConfig(hold=hold), progress=_progress_printer(not quiet and not as_json),
                            single_language=single_language)
     if hardware:

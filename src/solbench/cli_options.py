@@ -61,7 +61,7 @@ def prestart_worker(device: str, language: str | None = None) -> None:
 
 def profile_mode(mode: str) -> str:
     """``--profile-dsl``'s value, checked."""
-    from solbench.evaluate.runner import profile_mode as checked
+    from solbench.evaluate.integrity.language import profile_mode as checked
 
     try:
         return checked(mode)

@@ -164,8 +164,12 @@ def test_user_errors_in_every_command_are_one_line(tmp_path, args, needle):
      "unknown problem"),
     (["run", "--problem", "no_such_problem", "--device", "cpu"], "unknown problem"),
     (["run", "--jobs", "2", "--device", "cpu"], "needs --check-only"),
+    (["eval", "--problem", str(AXPY), "--solution", str(AXPY / "solutions" / "torch_ok.py"), "--device", "cpu",
+      "--profile-dsl", "sometimes"], "--profile-dsl"),
+    (["eval", "--problem", str(AXPY), "--solution", str(AXPY / "solutions" / "torch_ok.py"), "--device", "cpu",
+      "--db", "{tmp}"], "is a directory"),
 ])
-def test_a_mistake_is_said_before_any_worker_starts(monkeypatch, args, needle):
+def test_a_mistake_is_said_before_any_worker_starts(monkeypatch, tmp_path, args, needle):
     import solbench.cli as cli
     import solbench.cli_options as options
 
@@ -174,7 +178,7 @@ def test_a_mistake_is_said_before_any_worker_starts(monkeypatch, args, needle):
 
     monkeypatch.setattr(cli, "prestart_worker", started)
     monkeypatch.setattr(options, "prestart_worker", started)
-    r = invoke(*args)
+    r = invoke(*[a.format(tmp=tmp_path) for a in args])
     assert r.exit_code == 2 and needle in one_line(r.stderr)
 
 

@@ -24,6 +24,7 @@ from solbench.analysis.roofline import Work, count_work
 from solbench.evaluate import build_cache, lease
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
 from solbench.evaluate.integrity import linked
+from solbench.evaluate.integrity.language import profile_mode
 from solbench.evaluate.isolation.namespaces import namespaces_available
 from solbench.evaluate.isolation.view import sandbox_view
 from solbench.evaluate.native.carry import Carry
@@ -89,17 +90,6 @@ class EvalOptions:
     single_language: bool = False
     #: CPU threads of the trusted worker and of every candidate alike (torch.set_num_threads), so CPU times compare
     cpu_threads: int = 1
-
-
-PROFILE_MODES = {True: "all", False: "off"}  # the older boolean form of EvalOptions.profile_dsl
-
-
-def profile_mode(mode: str | bool) -> str:
-    """EvalOptions.profile_dsl as the worker reads it: "one", "all" or "off" (ValueError for anything else)."""
-    mode = PROFILE_MODES.get(mode, mode)
-    if mode not in ("one", "all", "off"):
-        raise ValueError(f"EvalOptions.profile_dsl must be one, all or off, not {mode!r}")
-    return mode
 
 
 def stage_solution(solution: Solution, root: Path) -> Path:

@@ -16,6 +16,17 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+PROFILE_MODES = {True: "all", False: "off"}  # the older boolean form of EvalOptions.profile_dsl
+
+
+def profile_mode(mode: str | bool) -> str:
+    """EvalOptions.profile_dsl as the worker reads it: "one", "all" or "off" (ValueError for anything else)."""
+    mode = PROFILE_MODES.get(mode, mode)
+    if mode not in ("one", "all", "off"):
+        raise ValueError(f"EvalOptions.profile_dsl must be one, all or off, not {mode!r}")
+    return mode
+
+
 #: distinct kernel names a profiled call reports (the rest are summed under one name, whose origin is "other")
 MAX_KERNELS = 240
 #: a kernel name is cut to this many characters (the origin patterns look at its start)

@@ -189,7 +189,8 @@ def test_an_interrupted_run_kills_the_builds_in_flight_and_starts_no_other(tmp_p
     at once, the build a failed one (killed), the build queued behind it never started."""
     import time
 
-    from solbench.evaluate.native.build import run_jailed, tool
+    from solbench.evaluate.native.build import run_jailed
+    from solbench.evaluate.native.toolchain import tool
 
     if tool("ninja") is None:
         pytest.skip("ninja is not installed")

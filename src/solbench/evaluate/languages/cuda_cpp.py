@@ -141,7 +141,7 @@ class CudaCpp(Language):
     def plan(self, sources, options: dict[str, Any], dependencies: list[str], device: str) -> dict[str, Any]:
         import torch
 
-        from solbench.evaluate.native import build as native_build
+        from solbench.evaluate.native.toolchain import tool
 
         sources = list(sources)
         compiled = sorted(p for p, _ in sources if Path(p).suffix in COMPILED)
@@ -167,7 +167,7 @@ class CudaCpp(Language):
         return dict(flags, key=key, name=f"sb_{key[:16]}", language=self.name, sources=compiled, arch=arch,
                     timeout_s=timeout, cuda_home=find_cuda_home() if with_cuda else None,
                     nvcc=find_nvcc() if with_cuda else None, torch_version=torch_version,
-                    cxx=native_build.tool(os.environ.get("CXX", "c++")))
+                    cxx=tool(os.environ.get("CXX", "c++")))
 
     # ---- in the candidate's process ---------------------------------------------------------------------
     def load(self, staged: Path, entry_file: str, function: str) -> Callable:
@@ -210,12 +210,12 @@ class CudaCpp(Language):
 
 
 def native_digest() -> str:
-    """A hash of solbench's native build (prelude, binding, flags allowlist, symbol allowlist, build steps):
-    part of every key, so a change to any of them builds and checks again."""
+    """A hash of solbench's native build (prelude, binding, flags allowlist, symbol allowlist, build steps, the
+    toolchain's flags): part of every key, so a change to any of them builds and checks again."""
     from solbench.evaluate import native
 
     h = hashlib.sha256()
-    for name in ("sources.py", "symbols.py", "flags.py", "build.py"):
+    for name in ("sources.py", "symbols.py", "flags.py", "build.py", "toolchain.py"):
         h.update((Path(native.__file__).parent / name).read_bytes())
     return h.hexdigest()
 

@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import signal
 import stat
 import subprocess
@@ -28,12 +27,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from solbench.evaluate.native import sources as native_sources
 from solbench.evaluate.native import symbols
+from solbench.evaluate.native.toolchain import (host_flags, library_dirs, link_flags, nvcc_flags, object_name,
+                                                  quote, search_path, tool, torch_dirs, write_ninja)
 
 MAX_BYTES = 256 << 20  # one built library, by its apparent and its allocated size
 _SAFE_PATH = re.compile(r"^[\w+-][\w.+/-]*$")
@@ -66,115 +66,9 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# ---- the toolchain --------------------------------------------------------------------------------------
-def search_path() -> str:
-    """PATH with this interpreter's directory (where pip puts ninja) in front."""
-    return os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-
-
-def tool(name: str) -> str | None:
-    found = shutil.which(name, path=search_path())
-    return os.path.realpath(found) if found else None
-
-
-@lru_cache(maxsize=1)
-def torch_dirs() -> dict[str, Any]:
-    """torch's and Python's include and library directories, the C++ standard and ABI torch was built with."""
-    import sysconfig
-
-    import torch
-    import torch.utils.cpp_extension as ext
-
-    text = Path(ext.__file__).read_text(errors="replace")
-    return {"include": ext.include_paths("cpu"), "lib": ext.library_paths("cpu")[0],
-            "python_include": sysconfig.get_path("include", scheme="posix_prefix"),
-            "std": "-std=c++20" if "'-std=c++20'" in text else "-std=c++17",
-            "abi": f"-D_GLIBCXX_USE_CXX11_ABI={int(getattr(torch._C, '_GLIBCXX_USE_CXX11_ABI', 1))}",
-            "nvcc_flags": list(getattr(ext, "COMMON_NVCC_FLAGS", []))}
-
-
-@lru_cache(maxsize=2)
-def cuda_dirs(kind: str) -> tuple[str, ...]:
-    """torch's own include (``include``) or library (``lib``) directories for a CUDA build: torch's, the CUDA
-    toolkit's and cuDNN's (CUDNN_HOME), as torch's extension builder finds them."""
-    import torch.utils.cpp_extension as ext
-
-    return tuple(ext.include_paths("cuda") if kind == "include" else ext.library_paths("cuda"))
-
-
-@lru_cache(maxsize=2)
-def library_dirs(cuda_home: str | None) -> tuple[str, ...]:
-    """Where the libraries a solution's library needs are found (for telling a denied import from a missing one)."""
-    dirs = [torch_dirs()["lib"]]
-    if cuda_home:
-        dirs += [os.path.join(cuda_home, "lib64"), os.path.join(cuda_home, "lib"), *cuda_dirs("lib")]
-    cxx = tool(os.environ.get("CXX", "c++"))
-    if cxx:
-        try:
-            out = subprocess.run([cxx, "-print-file-name=libstdc++.so"], capture_output=True, text=True, timeout=30)
-            dirs.append(os.path.dirname(out.stdout.strip()))
-        except (OSError, subprocess.SubprocessError):
-            pass
-    dirs += ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
-             "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
-    return tuple(d for d in dirs if d and os.path.isdir(d))
-
-
-# ---- the ninja file -------------------------------------------------------------------------------------
-def _q(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(str(arg)).replace("$", "$$")
-
-
-def _ninja(out: Path, rules: dict[str, list[str]], builds: list[tuple[str, str, list[str]]], defaults: str) -> None:
-    """Write ``build.ninja``: ``defaults`` are the outputs a plain ``ninja`` builds (space-separated)."""
-    lines = ["ninja_required_version = 1.3"]
-    for name, command in rules.items():
-        lines += [f"rule {name}", "  command = " + " ".join(command)]
-    for output, rule, inputs in builds:
-        lines.append(f"build {output}: {rule} " + " ".join(i.replace(" ", "$ ").replace(":", "$:") for i in inputs))
-    lines.append(f"default {defaults}")
-    (out / "build.ninja").write_text("\n".join(lines) + "\n")
-
-
-def _host_flags(plan: dict[str, Any], src: Path, out: Path) -> list[str]:
-    t = torch_dirs()
-    dirs = cuda_dirs("include") if plan.get("with_cuda") and plan.get("cuda_home") else t["include"]
-    inc = [a for d in dirs for a in ("-isystem", d)] + ["-isystem", t["python_include"]]
-    inc += [a for d in plan.get("include_paths") or [] for a in ("-I", d)]
-    own = [f"-I{src / f[2:]}" if f.startswith("-I") else f for f in plan["cflags"]]
-    return ["-fPIC", t["std"], t["abi"], "-ffunction-sections", "-fdata-sections", "-include",
-            str(out / "solbench_prelude.h"), f"-DTORCH_EXTENSION_NAME={plan['name']}",
-            "-DTORCH_API_INCLUDE_EXTENSION_H", "-I", str(src), *inc, *own]
-
-
-def _nvcc_flags(plan: dict[str, Any], src: Path, out: Path) -> list[str]:
-    host = _host_flags(dict(plan, cflags=[]), src, out)
-    keep = [a for a in host if a not in ("-fPIC", "-ffunction-sections", "-fdata-sections") and not a.startswith("-std")]
-    own = [f"-I{src / f[2:]}" if f.startswith("-I") else f for f in plan["cuda_cflags"]]
-    std = [] if any(f.startswith(("-std", "--std")) for f in own) else [torch_dirs()["std"]]
-    return [*keep, *torch_dirs()["nvcc_flags"], "--compiler-options", "-fPIC,-ffunction-sections,-fdata-sections",
-            *std, *own]
-
-
-def _link_flags(plan: dict[str, Any]) -> list[str]:
-    t = torch_dirs()
-    flags = ["-Wl,--gc-sections", "-Wl,--version-script=exports.map", "-Wl,--as-needed", f"-L{t['lib']}", "-lc10",
-             "-ltorch_cpu", "-ltorch"]
-    if plan.get("with_cuda") and plan.get("cuda_home"):
-        flags += ["-lc10_cuda", "-ltorch_cuda", *(f"-L{d}" for d in cuda_dirs("lib")[1:]), "-lcudart"]
-    return flags + list(plan.get("libraries") or []) + list(plan.get("ld_flags") or [])
-
-
 #: the imports probe (``_judged_imports``): the solution's objects linked alone
 PROBE = "imports-probe.so"
 PROBE_FLAGS = ("-Wl,--gc-sections", "-Wl,--version-script=exports.map")
-
-
-def object_name(path: str) -> str:
-    stem = path.replace("/", "__")
-    return stem + (".cuda.o" if path.endswith(".cu") else ".o")
 
 
 # ---- running it ------------------------------------------------------------------------------------------
@@ -298,13 +192,13 @@ def library(plan: dict[str, Any], files: list[tuple[str, str]], work: Path, view
     (out / "solbench_prelude.h").write_text(native_sources.PRELUDE)
     (out / "exports.map").write_text(native_sources.EXPORTS)
     cxx, nvcc = tool(os.environ.get("CXX", "c++")), plan.get("nvcc")
-    host = _host_flags(plan, src, out)
-    rules = {"cxx": [_q(cxx or "c++"), *map(_q, host), "-c", "$in", "-o", "$out"],
-             "cxx_of_cu": [_q(cxx or "c++"), *map(_q, host), "-x", "c++", "-c", "$in", "-o", "$out"],
-             "link": [_q(cxx or "c++"), "-shared", "$in", *map(_q, _link_flags(plan)), "-o", "$out"],
-             "probe": [_q(cxx or "c++"), "-shared", "-nodefaultlibs", "$in", *PROBE_FLAGS, "-o", "$out"]}
+    host = host_flags(plan, src, out)
+    rules = {"cxx": [quote(cxx or "c++"), *map(quote, host), "-c", "$in", "-o", "$out"],
+             "cxx_of_cu": [quote(cxx or "c++"), *map(quote, host), "-x", "c++", "-c", "$in", "-o", "$out"],
+             "link": [quote(cxx or "c++"), "-shared", "$in", *map(quote, link_flags(plan)), "-o", "$out"],
+             "probe": [quote(cxx or "c++"), "-shared", "-nodefaultlibs", "$in", *PROBE_FLAGS, "-o", "$out"]}
     if nvcc:
-        rules["nvcc"] = [_q(nvcc), *map(_q, _nvcc_flags(plan, src, out)), "-c", "$in", "-o", "$out"]
+        rules["nvcc"] = [quote(nvcc), *map(quote, nvcc_flags(plan, src, out)), "-c", "$in", "-o", "$out"]
     builds, objects = [], []
     for path in plan["sources"]:
         cuda = path.endswith(".cu")
@@ -313,7 +207,7 @@ def library(plan: dict[str, Any], files: list[tuple[str, str]], work: Path, view
         objects.append(object_name(path))
     target = f"{plan['name']}.so"
     builds += [(target, "link", objects), (PROBE, "probe", objects)]
-    _ninja(out, rules, builds, f"{target} {PROBE}")
+    write_ninja(out, rules, builds, f"{target} {PROBE}")
     t0 = time.perf_counter()
     readable = [str(src), *(plan.get("include_paths") or []), *([plan["cuda_home"]] if plan.get("cuda_home") else [])]
     code, log = run_jailed(out, src, view, deadline, readable)
@@ -406,11 +300,11 @@ def binding(plan: dict[str, Any], work: Path, view: dict[str, Any] | None, deadl
     cxx = tool(os.environ.get("CXX", "c++")) or "c++"
     flags = ["-O2", "-fPIC", t["std"], t["abi"], "-I", str(out), *[a for d in t["include"] for a in ("-isystem", d)],
              "-isystem", t["python_include"]]
-    rules = {"cxx": [_q(cxx), *map(_q, flags), "-c", "$in", "-o", "$out"],
-             "link": [_q(cxx), "-shared", "$in", f"-L{t['lib']}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
+    rules = {"cxx": [quote(cxx), *map(quote, flags), "-c", "$in", "-o", "$out"],
+             "link": [quote(cxx), "-shared", "$in", f"-L{t['lib']}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
                       "-o", "$out"]}
     target = f"{native_sources.BINDING_MODULE}.so"
-    _ninja(out, rules, [("binding.o", "cxx", [str(src / "binding.cpp")]), (target, "link", ["binding.o"])], target)
+    write_ninja(out, rules, [("binding.o", "cxx", [str(src / "binding.cpp")]), (target, "link", ["binding.o"])], target)
     t0 = time.perf_counter()
     code, log = run_jailed(out, src, view, deadline, [str(src)])
     if code != 0:

@@ -4,10 +4,10 @@
 #   stages: tests (= refs timing corpus+builds rest bundled languages: the GPU test set), fast (= refs timing corpus
 #           rest: the set but the bundled examples and the languages' tests), A+B (stages A and B at once, A on four
 #           cores, B, host work alone, niced on the others: corpus+builds), refs (the 124 references' soundness on
-#           the GPU, nothing timed; REFS_WORKERS above 1 runs them in that many pytest-xdist processes, those of
-#           large workloads one at a time: not yet tried on a GPU), timing (the held stream, side streams, CUPTI,
-#           graph time, faults, hangs, repeats, tf32x3: 10 tests), corpus (the integrity corpus, 135 tests, about
-#           6 min on an H100), rest (the fast set's other tests: agents, compile ahead, hardware, memory, flush),
+#           the GPU, nothing timed, one at a time: 144 s on an H100; REFS_WORKERS above 1 runs them in that many
+#           pytest-xdist processes, those of large workloads in one: with 4, 51 of 124 ran out of an H100's memory),
+#           timing (the held stream, side streams, CUPTI, graph time, faults, hangs, repeats, tf32x3: 10 tests),
+#           corpus (the integrity corpus, 135 tests, about 6 min on an H100), rest (the fast set's other tests: agents, compile ahead, hardware, memory, flush),
 #           quick (= corpus and timing in one pytest), bundled (every starter example on the GPU, baselines
 #           included), select (the GPU tests matching GPU_K, a pytest -k), languages (one example per kernel
 #           language on one problem, solutions posing as another language, a CUDA C++ build cached; the languages
@@ -34,8 +34,8 @@
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline ahead (46 s on an H100,
-# ac63f0d), then evaluates about 7 s per solution (5 s in `rerun`): 299 s for the starter suite there, so
-# `RUN_LIMIT=355 ... run` and `RUN_LIMIT=210 ... rerun` (about 200 s on c300dc8) nearly fill one call's 600 s. Files
+# ac63f0d), then evaluates about 7 s per solution (5 s in `rerun`): 299 s and 347 s for the starter suite on two
+# H100 machines, so `RUN_LIMIT=355 ... run` and `RUN_LIMIT=215 ... rerun` (190 s) nearly fill one call's 600 s. Files
 # outside the repository stay on the machine between the calls of one lease: keep $OUT/gpu.db there (and return
 # it), copy it to .gpudb/gpu.db at the next call's start, carry .whl, and run the other stages, at most 10 minutes
 # of them per call, each call started within the 30 s the machine waits. A change to a file of the harness digest

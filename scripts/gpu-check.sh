@@ -8,8 +8,8 @@
 #           pytest-xdist processes, those of large workloads in one: with 4, 51 of 124 ran out of an H100's memory),
 #           timing (the held stream, side streams, CUPTI, graph time, faults, hangs, repeats, tf32x3: 10 tests),
 #           corpus (the integrity corpus, 135 tests, about 6 min on an H100), rest (the fast set's other tests:
-#           agents, compile ahead, hardware, memory, flush), quick (= corpus and timing in one pytest), bundled (every starter example on the GPU, baselines
-#           included), select (the GPU tests matching GPU_K, a pytest -k), languages (one example per kernel
+#           agents, compile ahead, hardware, memory, flush), quick (= corpus and timing in one pytest), bundled
+#           (every starter example on the GPU, baselines included), select (the GPU tests matching GPU_K, a pytest -k), languages (one example per kernel
 #           language on one problem, solutions posing as another language, a CUDA C++ build cached; the languages
 #           installed under /opt/solbench-lang by scripts/carry-language.sh, each on its own solutions' path),
 #           builds (the 50 shipped CUDA C++ examples built and their imports checked, on the host),

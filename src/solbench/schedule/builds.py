@@ -24,7 +24,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -120,9 +119,15 @@ def start_apart(db: str | Path, device: str, workers: int, cores: set[int], log:
                                 start_new_session=True)
 
 
-def stop_apart(proc: subprocess.Popen) -> None:
-    """End the builds' process and whatever it started (its session): a build cut short is built again by its
-    evaluation."""
+def stop_apart(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """End the builds' process: asked (SIGTERM: it kills its builds' jails, each a session of its own, then
+    itself), then killed with its group after ``grace_s``. A build cut short is built again by its evaluation."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=grace_s)
+        return
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -142,13 +147,18 @@ def main(argv: list[str] | None = None) -> None:
     confine(cores or None)  # the scans too, not only the builds, keep off the slots' cores
     ahead = BuildsAhead(JobQueue(args.db), args.device, args.workers, cores or None)
     ahead.on_built = lambda job_id: print(f"built ahead: job {job_id}", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     ahead.start()
     print(f"builds ahead: {args.workers} worker(s) on core(s) {args.cores or 'any'}", flush=True)
-    while os.getppid() == args.parent:  # the service is gone (even by kill -9): so are its builds
-        time.sleep(1.0)
-    ahead.stop()
-    if os.getpgid(0) == os.getpid():  # a group of its own (``start_apart``): its builds' compilers, and itself
+    while os.getppid() == args.parent and not stop.wait(1.0):  # the service gone (even by kill -9), or asked
+        pass
+    from solbench.evaluate.native.build import cancel
+
+    cancel({t.ident for t in threading.enumerate() if t.ident is not None})  # each build's jail is its own session
+    if os.getpgid(0) == os.getpid():  # a group of its own (``start_apart``): whatever else it started, and itself
         os.killpg(0, signal.SIGKILL)
+    ahead.stop()
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ def main() -> None:
 
     port = 18000 + os.getpid() % 2000
     proc, token = start_service(args, port)
-    client_core = pin_client(args.slots)
+    client_core = pin_client(args)
     c = Client(f"http://127.0.0.1:{port}", token, max_in_flight=64)
     report: dict = {"device": args.device, "slots": args.slots, "limit_s": args.limit_s, "client_core": client_core}
     deadline = time.monotonic() + args.limit_s
@@ -131,12 +131,18 @@ def main() -> None:
     print("reference drift under load:", (report.get("reference") or {}).get("median_drift"))
 
 
-def pin_client(slots: int) -> int | None:
+def pin_client(args) -> int | None:
     """This load generator's core, after the service has started with every core in view: one the slots leave,
-    beside the HTTP server's own (``cli_serve._split_cores``), so that a request's measured time is the service's,
-    not this process waiting behind an evaluation's busy cores; None on a host too small to leave one."""
+    beside the HTTP server's own (``cli_serve._split_cores``, with as many slots as the service has: a GPU's each,
+    or ``--slots`` on the CPU), so that a request's measured time is the service's, not this process waiting behind
+    an evaluation's busy cores; it shares that core with niced builds ahead. None on a host too small to leave one."""
     from solbench.evaluate.native.pool import slot_split
 
+    slots = args.slots
+    if args.device != "cpu":
+        import torch
+
+        slots = torch.cuda.device_count() or slots
     _, theirs = slot_split(slots)
     if len(theirs) < 2:
         return None

@@ -60,13 +60,13 @@ def serve(
     # this thread (uvicorn's event loop, and the threads it starts) moves to a core of its own: requests are not
     # answered late behind an evaluation's busy processes, nor run where a timing runs; the slots' threads,
     # started above, keep the evaluation's cores
-    pool.confine(own)
-    out.print(f"solbench serve: {len(ex.slots)} slot(s) ({', '.join(s.name for s in ex.slots)}), {db}"
-              + (f"; {len(back)} job(s) left running by a previous service put back" if back else "")
-              + (f"; native builds ahead on {len(cores)} core(s)" if cores else ""))
-    app = create_app(db, sched, open_access=open_access, device=ex.slots[0].device)
-    quiet_collector()
     try:
+        pool.confine(own)
+        out.print(f"solbench serve: {len(ex.slots)} slot(s) ({', '.join(s.name for s in ex.slots)}), {db}"
+                  + (f"; {len(back)} job(s) left running by a previous service put back" if back else "")
+                  + (f"; native builds ahead on {len(cores)} core(s)" if cores else ""))
+        app = create_app(db, sched, open_access=open_access, device=ex.slots[0].device)
+        quiet_collector()
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         if ahead is not None:

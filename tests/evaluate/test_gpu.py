@@ -244,7 +244,7 @@ def test_reference_on_the_gpu_is_sound_and_not_degenerate(problem):
         assert reference_self_check(problem, by_size[-1], "cuda") is None
         found = check_problem(problem, "cuda", [by_size[0], by_size[-1]] if len(by_size) > 1 else by_size)
         assert not found, [f"{f.code}: {f.detail}" for f in found]
-    except (AssertionError, torch.OutOfMemoryError) as exc:
+    except Exception as exc:  # pytest's own outcomes (skip, fail) are not Exceptions: they pass through
         # the failure as text: its traceback would keep the frames' device tensors alive past this test, and the
         # next tests ran out of memory behind one that did (2026-12-06, H100)
         failure = f"{type(exc).__name__}: {exc}"[-3000:]

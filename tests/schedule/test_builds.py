@@ -74,9 +74,10 @@ def test_queued_jobs_are_built_once_oldest_first_on_the_spare_cores(tmp_path):
 
 
 def test_a_service_builds_ahead_in_a_process_of_its_own_that_ends_with_it(tmp_path):
-    """``start_apart``: the builds run in another process, in a session of its own (its compilers with it, so
-    ``stop_apart`` ends them all), report each build ended, and end by themselves when the process that started
-    them is gone, even by kill -9 (here: a parent that exits at once)."""
+    """``start_apart``: the builds run in another process, in a session of its own, report each build ended, and
+    end when asked (``stop_apart``: SIGTERM, on which they cancel their builds and kill their own group, no
+    traceback), and by themselves when the process that started them is killed with SIGKILL."""
+    import signal
     import subprocess
     import sys
 
@@ -93,19 +94,29 @@ def test_a_service_builds_ahead_in_a_process_of_its_own_that_ends_with_it(tmp_pa
         while f"job {ids[1]}" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         text = log.read_text()
-        assert f"built ahead: job {ids[1]}" in text and f"job {ids[0]}\n" not in text, text
+        assert f"build ahead ended: job {ids[1]}" in text and f"job {ids[0]}\n" not in text, text
     finally:
         builds.stop_apart(proc)
-    assert proc.returncode is not None
-    # orphaned: a parent that starts the builds and exits; they notice within a few of their polls
-    starter = ("import sys; from solbench.schedule import builds; "
-               "p = builds.start_apart(sys.argv[1], 'cpu', 1, set(), sys.argv[2]); print(p.pid)")
-    pid = int(subprocess.run([sys.executable, "-c", starter, str(db), str(tmp_path / "orphan.log")],
-                             capture_output=True, text=True, check=True, timeout=WAIT_S).stdout)
-    deadline = time.monotonic() + WAIT_S
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(pid)
+    assert proc.returncode == -signal.SIGKILL  # its own kill of its group, or the fallback's
+    assert "Traceback" not in log.read_text(), log.read_text()
+    # a parent killed with SIGKILL once its builds run: they notice within a few of their polls
+    orphan_log = tmp_path / "orphan.log"
+    starter = ("import os, signal, sys, time\nfrom pathlib import Path\nfrom solbench.schedule import builds\n"
+               "p = builds.start_apart(sys.argv[1], 'cpu', 1, set(), sys.argv[2])\nprint(p.pid, flush=True)\n"
+               "while 'builds ahead:' not in Path(sys.argv[2]).read_text():\n    time.sleep(0.05)\n"
+               "os.kill(os.getpid(), signal.SIGKILL)\n")
+    ran = subprocess.run([sys.executable, "-c", starter, str(db), str(orphan_log)], capture_output=True, text=True,
+                         timeout=5 * WAIT_S)
+    assert ran.returncode == -signal.SIGKILL, ran.stderr
+    pid = int(ran.stdout)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pid)
+    finally:
+        if _alive(pid):
+            os.killpg(pid, signal.SIGKILL)
 
 
 def _alive(pid: int) -> bool:

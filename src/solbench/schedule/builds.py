@@ -111,9 +111,10 @@ class BuildsAhead:
 
 def start_apart(db: str | Path, device: str, workers: int, cores: set[int], log: str | Path) -> subprocess.Popen:
     """``BuildsAhead`` on ``db``'s queue in a process of its own (and a session of its own, its compilers in it),
-    confined to ``cores``; it writes a line per build ended to ``log`` and ends when its parent does."""
-    cmd = [sys.executable, "-m", "solbench.schedule.builds", "--db", str(db), "--device", device,
-           "--workers", str(workers), "--cores", ",".join(str(c) for c in sorted(cores)), "--parent", str(os.getpid())]
+    confined to ``cores``; it writes a line per build ended (built or not) to ``log`` and ends when its parent
+    does."""
+    cmd = [sys.executable, "-m", "solbench.schedule.builds", f"--db={db}", f"--device={device}",
+           f"--workers={workers}", f"--cores={','.join(str(c) for c in sorted(cores))}", f"--parent={os.getpid()}"]
     with open(log, "ab") as sink:
         return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     cores = {int(c) for c in args.cores.split(",") if c}
     confine(cores or None)  # the scans too, not only the builds, keep off the slots' cores
     ahead = BuildsAhead(JobQueue(args.db), args.device, args.workers, cores or None)
-    ahead.on_built = lambda job_id: print(f"built ahead: job {job_id}", flush=True)
+    ahead.on_built = lambda job_id: print(f"build ahead ended: job {job_id}", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     ahead.start()
@@ -155,10 +156,10 @@ def main(argv: list[str] | None = None) -> None:
         pass
     from solbench.evaluate.native.build import cancel
 
+    ahead.stop()  # no new build starts: the watch ends, queued builds are dropped
     cancel({t.ident for t in threading.enumerate() if t.ident is not None})  # each build's jail is its own session
     if os.getpgid(0) == os.getpid():  # a group of its own (``start_apart``): whatever else it started, and itself
         os.killpg(0, signal.SIGKILL)
-    ahead.stop()
 
 
 if __name__ == "__main__":

@@ -317,9 +317,12 @@ def binding(plan: dict[str, Any], work: Path, view: dict[str, Any] | None, deadl
 
 
 def binding_key(plan: dict[str, Any]) -> str:
-    """The binding's cache key: solbench's sources, the toolchain, torch and Python."""
+    """The binding's cache key: solbench's sources, the build's steps and flags (this module and ``toolchain``),
+    the toolchain, torch and Python."""
     from solbench.evaluate.languages.cuda_toolchain import toolchain
+    from solbench.evaluate.native import toolchain as flags_of
 
-    parts = {"format": "solbench-binding-1", "sources": native_sources.digest(), "torch": plan.get("torch_version"),
-             "toolchain": toolchain(False), "dirs": torch_dirs()}
+    steps = sha256(Path(__file__).read_bytes() + Path(flags_of.__file__).read_bytes())
+    parts = {"format": "solbench-binding-1", "sources": native_sources.digest(), "steps": steps,
+             "torch": plan.get("torch_version"), "toolchain": toolchain(False), "dirs": torch_dirs()}
     return "binding-" + hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()

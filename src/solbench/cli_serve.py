@@ -55,7 +55,7 @@ def serve(
     sched = Scheduler(queue, ex)
     own, cores = _split_cores(len(ex.slots)) if executor == "local" else (set(), set())  # Ray: a node's own
     back = sched.start()  # before the port opens: a second service on this database ends here, in one line
-    # in a process of their own: a build's Python side would hold this process's interpreter lock under requests
+    # in a process of their own: a build's Python side could hold this process's interpreter lock under requests
     ahead = builds.start_apart(db, ex.slots[0].device, len(cores), cores, Path(f"{db}.builds.log")) if cores else None
     # this thread (uvicorn's event loop, and the threads it starts) moves to a core of its own: requests are not
     # answered late behind an evaluation's busy processes, nor run where a timing runs; the slots' threads,

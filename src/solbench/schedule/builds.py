@@ -8,7 +8,7 @@ on the cores the slots leave (each build thread confined to them and niced, its 
 claims the job, its evaluation finds the library in the build cache.
 
 A service runs them in a process of its own (``start_apart``): a build's Python side (loading the job's problem,
-hashing sources and headers, its sandbox) would otherwise hold the HTTP server's interpreter lock while requests
+hashing sources and headers, its sandbox) could otherwise hold the HTTP server's interpreter lock while requests
 wait; a scan there sees new jobs by polling the database.
 
 Nothing a build ahead leaves is believed for being one: the evaluation's own build loads the cached bytes and checks

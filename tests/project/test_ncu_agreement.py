@@ -12,11 +12,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.paths import ROOT
+from tests.procs import running
 
 BENCH = ROOT / "benchmarks"
 
@@ -292,15 +292,6 @@ def test_summary_and_table():
 # ---------------------------------------------------------------- the bounded subprocess and a fake ncu
 
 
-def _alive(pid: int) -> bool:
-    """Running, not a zombie (an orphan's zombie lingers where PID 1 does not reap)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 def test_run_bounded_ends_the_whole_group(tmp_path):
     pidfile = tmp_path / "child.pid"
     script = f"sleep 60 & echo $! > {pidfile}; echo started; wait"
@@ -309,7 +300,7 @@ def test_run_bounded_ends_the_whole_group(tmp_path):
     assert timed_out and time.monotonic() - t0 < 15 and "started" in out
     child = int(pidfile.read_text())
     time.sleep(0.2)
-    assert not _alive(child)
+    assert not running(child)
     rc, out, err, timed_out = prof_mod.run_bounded([sys.executable, "-c", "print('hi'); import sys; sys.exit(3)"], 30)
     assert (rc, out.strip(), timed_out) == (3, "hi", False)
 

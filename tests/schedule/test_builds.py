@@ -15,6 +15,7 @@ from solbench.schedule.builds import BuildsAhead, build_for
 from solbench.schedule.jobs import Job, JobOptions, JobSpec, spec_for
 from solbench.schedule.queue import JobQueue
 from tests.paths import AXPY, FIXTURES
+from tests.procs import running
 
 WAIT_S = 60.0
 
@@ -111,18 +112,10 @@ def test_a_service_builds_ahead_in_a_process_of_its_own_that_ends_with_it(tmp_pa
     pid = int(ran.stdout)
     try:
         deadline = time.monotonic() + WAIT_S
-        while _alive(pid) and time.monotonic() < deadline:
+        while running(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(pid)
+        assert not running(pid)
     finally:
-        if _alive(pid):
+        if running(pid):
             os.killpg(pid, signal.SIGKILL)
 
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, ended but not yet reaped by init, counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.paths import AXPY
+from tests.procs import running
 
 SPIN = "def run(x, y, alpha):\n    while True:\n        alpha = alpha + 0.0\n"
 
@@ -59,15 +60,7 @@ def _described(pids: set[int]) -> dict[int, str]:
 
 
 def _alive(pids: set[int]) -> set[int]:
-    alive = set()
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            alive.add(pid)
-    return alive
+    return {pid for pid in pids if running(pid)}
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])

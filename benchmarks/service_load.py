@@ -65,9 +65,8 @@ def bodies(args) -> list[tuple[str, dict]]:
     return [(p.name, load_solution(s, p.definition).model_dump()) for p in problems for s in p.example_solutions]
 
 
-#: (kind, seconds since the load's start, seconds taken) of every request: when the slow ones came
+#: (kind, when it started, seconds taken) of every request: when the slow ones came
 STARTS: list[tuple[str, float, float]] = []
-T0 = time.perf_counter()
 
 
 def timed(latency: dict, kind: str, fn):
@@ -75,16 +74,17 @@ def timed(latency: dict, kind: str, fn):
     out = fn()
     took = time.perf_counter() - t0
     latency.setdefault(kind, []).append(took)
-    STARTS.append((kind, t0 - T0, took))
+    STARTS.append((kind, t0, took))
     return out
 
 
 def slowest(latency: dict, n: int = 12) -> dict:
     """The slowest request of each kind and where it stood in the sequence of its kind; the ``n`` slowest of all
     with when each started (seconds from the first request of the load), to tell a start-up's from a steady cost."""
+    first = min((at for _, at, _ in STARTS), default=0.0)
     worst = sorted(STARTS, key=lambda r: -r[2])[:n]
     return {**{k: {"index": v.index(max(v)), "ms": round(max(v) * 1e3, 2)} for k, v in latency.items() if v},
-            "all": [{"kind": k, "at_s": round(at, 2), "ms": round(took * 1e3, 2)} for k, at, took in worst]}
+            "all": [{"kind": k, "at_s": round(at - first, 2), "ms": round(took * 1e3, 2)} for k, at, took in worst]}
 
 
 def public_times(job: dict) -> dict[str, float]:
@@ -171,8 +171,6 @@ def load(c, args, report: dict, deadline: float) -> None:
     work = bodies(args)
     ref = next(b for b in work if b[0] == args.reference)
     latency: dict[str, list[float]] = {}
-    global T0
-    T0 = time.perf_counter()
     idle = c.wait(timed(latency, "submit", lambda: c.submit(ref[0], solution=ref[1])), left())
     ids: list[int] = []
     t_first = time.time()

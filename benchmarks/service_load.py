@@ -10,7 +10,8 @@ It starts ``solbench serve`` on a free loopback port (a fresh token in DB), then
    jobs; the reference solution is submitted again in the middle of the load;
 3. it waits for every job (long polls, not counted as overhead) until ``--limit-s`` from the start, cancels what
    has not ended by then, and reports: each request kind's latency (p50, p99, max; target p99 under 20 ms on
-   loopback), evaluations and workloads per hour from the first submission to the last result (to the bound,
+   loopback) as this client measured it and as the server did (its ``Server-Timing``: from the request reaching
+   the app to its answer), evaluations and workloads per hour from the first submission to the last result (to the bound,
    where jobs were left unfinished), and the reference's per-workload time under load against idle (target:
    medians within 1%). The report is written also when a step fails.
 
@@ -65,26 +66,41 @@ def bodies(args) -> list[tuple[str, dict]]:
     return [(p.name, load_solution(s, p.definition).model_dump()) for p in problems for s in p.example_solutions]
 
 
-#: (kind, when it started, seconds taken) of every request: when the slow ones came
-STARTS: list[tuple[str, float, float]] = []
+#: (kind, when it started, seconds taken, the server's own seconds or None) of every request: when the slow ones
+#: came, and whether the server or the way to it took the time
+STARTS: list[tuple[str, float, float, float | None]] = []
+#: the server's own time of this thread's last answer (its ``Server-Timing`` header)
+LAST = threading.local()
+
+
+def heard(response) -> None:
+    """The client's response hook: the answer's server time, for ``timed`` in the same thread."""
+    from solbench.service.middleware import server_ms
+
+    ms = server_ms(response.headers)
+    LAST.server_s = None if ms is None else ms / 1e3
 
 
 def timed(latency: dict, kind: str, fn):
+    LAST.server_s = None
     t0 = time.perf_counter()
     out = fn()
     took = time.perf_counter() - t0
     latency.setdefault(kind, []).append(took)
-    STARTS.append((kind, t0, took))
+    if LAST.server_s is not None:
+        latency.setdefault(f"{kind} (server)", []).append(LAST.server_s)
+    STARTS.append((kind, t0, took, LAST.server_s))
     return out
 
 
 def slowest(latency: dict, n: int = 12) -> dict:
     """The slowest request of each kind and where it stood in the sequence of its kind; the ``n`` slowest of all
     with when each started (seconds from the first request of the load), to tell a start-up's from a steady cost."""
-    first = min((at for _, at, _ in STARTS), default=0.0)
+    first = min((r[1] for r in STARTS), default=0.0)
     worst = sorted(STARTS, key=lambda r: -r[2])[:n]
     return {**{k: {"index": v.index(max(v)), "ms": round(max(v) * 1e3, 2)} for k, v in latency.items() if v},
-            "all": [{"kind": k, "at_s": round(at - first, 2), "ms": round(took * 1e3, 2)} for k, at, took in worst]}
+            "all": [{"kind": k, "at_s": round(at - first, 2), "ms": round(took * 1e3, 2),
+                     "server_ms": None if srv is None else round(srv * 1e3, 2)} for k, at, took, srv in worst]}
 
 
 def public_times(job: dict) -> dict[str, float]:
@@ -114,6 +130,7 @@ def main() -> None:
     proc, token = start_service(args, port)
     client_core = pin_client(args)
     c = Client(f"http://127.0.0.1:{port}", token, max_in_flight=64)
+    c.http.event_hooks["response"] = [heard]
     report: dict = {"device": args.device, "slots": args.slots, "limit_s": args.limit_s, "client_core": client_core}
     deadline = time.monotonic() + args.limit_s
     try:
@@ -208,7 +225,8 @@ def load(c, args, report: dict, deadline: float) -> None:
     drift = {u: round(b[u] / a[u] - 1, 4) for u in a if u in b}
     report.update({
         "requests": {**{k: quantiles(v) for k, v in latency.items()},
-                     "all": quantiles([x for v in latency.values() for x in v])},
+                     "all": quantiles([x for k, v in latency.items() if "server" not in k for x in v]),
+                     "all (server)": quantiles([x for k, v in latency.items() if "server" in k for x in v])},
         "slowest": slowest(latency), "evaluations": len(jobs), "done": len(done), "unfinished": len(unfinished),
         "verdicts": {v: sum(j["result"]["verdict"] == v for j in done) for v in
                      sorted({j["result"]["verdict"] for j in done})},

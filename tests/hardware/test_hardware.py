@@ -288,6 +288,34 @@ def test_reason_names():
     assert telemetry.reason_names(0x10000)[-1].startswith("other(")
 
 
+def test_a_clock_reading_asks_the_maximum_clocks_once_and_the_current_ones_each_time(monkeypatch):
+    asked = []
+
+    class FakeNvml:
+        NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 0, 1, 0
+
+        def nvmlDeviceGetClockInfo(self, h, clock):
+            asked.append(("now", clock))
+            return 1500 + clock
+
+        def nvmlDeviceGetMaxClockInfo(self, h, clock):
+            asked.append(("max", clock))
+            return 1980 + clock
+
+        def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+            return 0x4
+
+        nvmlDeviceGetPowerUsage = nvmlDeviceGetEnforcedPowerLimit = nvmlDeviceGetTemperature = \
+            lambda self, *a: 1000
+
+    monkeypatch.setattr(telemetry, "_handle", lambda index: (FakeNvml(), object()))
+    monkeypatch.setattr(telemetry, "_MAX_CLOCKS", {})
+    snaps = [telemetry.gpu_clock_snapshot(7) for _ in range(3)]
+    assert all(s["sm_clock_mhz"] == 1500 and s["max_sm_clock_mhz"] == 1980 and s["max_mem_clock_mhz"] == 1981
+               and s["throttle_reasons"] == ["sw_power_cap"] for s in snaps)
+    assert asked.count(("max", 0)) == asked.count(("max", 1)) == 1 and asked.count(("now", 0)) == 3
+
+
 # ---------------------------------------------------------------- GPU
 
 @pytest.mark.gpu

@@ -12,6 +12,7 @@ from solbench.schedule.devices import Slot
 from solbench.schedule.queue import JobQueue
 from solbench.schedule.scheduler import Scheduler
 from solbench.service.app import MAX_BODY_BYTES, create_app
+from solbench.service.middleware import server_ms
 from solbench.service.tokens import Tokens
 from tests.schedule.helpers import FakeExecutor
 from tests.service.live import serving
@@ -79,6 +80,19 @@ def test_malformed_and_oversize_bodies_are_refused(service):
                   ).status_code == 422
     big = c.post("/v1/evaluations", content=b" " * (MAX_BODY_BYTES + 1), headers={"content-type": "application/json"})
     assert big.status_code == 413
+
+
+def test_every_answer_carries_the_servers_own_time(service):
+    url, secrets, _, _ = service
+    c = client(url, secrets["alice"])
+    answers = [c.post("/v1/evaluations", json=body()), c.get("/v1/evaluations/999"), httpx.get(f"{url}/health"),
+               c.post("/v1/evaluations", content=b" " * (MAX_BODY_BYTES + 1))]
+    assert [a.status_code for a in answers] == [202, 404, 200, 413]
+    took = [server_ms(a.headers) for a in answers]
+    assert all(t is not None and t >= 0 for t in took), took
+    text = httpx.get(f"{url}/metrics").text
+    assert 'solbench_http_requests_total{code="404",route="/v1/evaluations/{job_id}"} 1.0' in text
+    assert 'solbench_http_requests_total{code="413",route="unmatched"} 1.0' in text
 
 
 def test_a_retried_submission_is_queued_once(service):

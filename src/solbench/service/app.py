@@ -33,6 +33,7 @@ from solbench.schedule.jobs import ENDED, Job, JobSpec
 from solbench.schedule.queue import JobQueue, QuotaExceeded
 from solbench.service import views
 from solbench.service.metrics import Metrics
+from solbench.service.middleware import Bounded
 from solbench.service.schemas import (BatchRequest, EvaluationRequest, Health, JobView, SlotView, Submitted,
                                       refusals)
 from solbench.service.tokens import Token, Tokens
@@ -180,20 +181,11 @@ def create_app(db: Path, scheduler=None, open_access: bool = False, device: str 
     if scheduler is not None:
         scheduler.on_end = views.on_end(svc.metrics)
 
-    @app.middleware("http")
-    async def bounded(request: Request, call_next):
-        t0 = time.perf_counter()
-        if request.method in ("POST", "PUT"):
-            size = request.headers.get("content-length")
-            if size is None:
-                return JSONResponse({"detail": "a Content-Length header is needed"}, status_code=411)
-            if not size.isdigit() or int(size) > MAX_BODY_BYTES:
-                return JSONResponse({"detail": f"request body over {MAX_BODY_BYTES} bytes"}, status_code=413)
-        response = await call_next(request)
-        route = getattr(request.scope.get("route"), "path", "unmatched")
-        svc.metrics.requests.labels(route, str(response.status_code)).inc()
-        svc.metrics.latency.labels(route).observe(time.perf_counter() - t0)
-        return response
+    def observe(route: str, status: int, seconds: float) -> None:
+        svc.metrics.requests.labels(route, str(status)).inc()
+        svc.metrics.latency.labels(route).observe(seconds)
+
+    app.add_middleware(Bounded, max_bytes=MAX_BODY_BYTES, observe=observe)
 
     submitting = refusals(401, 403, 404, 411, 413, 422, 429)
     reading = refusals(401, 404, 422, 429)

@@ -211,7 +211,7 @@ def main(cmd_fd: int, result_fd: int) -> int:
         for line in commands:
             if torch.cuda.is_initialized() and not cuda_healthy(torch):
                 return 1  # the runner starts a fresh worker
-            if _profiled(_serve, line.strip(), chan, zygote) != 0:
+            if _profiled(line.strip(), chan, zygote) != 0:
                 return 1
             if torch.cuda.is_initialized():
                 torch.cuda.ipc_collect()  # arenas the candidates have let go of
@@ -222,19 +222,33 @@ def main(cmd_fd: int, result_fd: int) -> int:
     return 0
 
 
-def _profiled(serve, *args) -> int:
-    """``serve(*args)``, under cProfile where ``SOLBENCH_WORKER_PROFILE`` names a directory (benchmarks: where a
-    job's time goes in the worker); the profile is written there, one file per job."""
+def _profiled(job_path: str, chan: Channel, zygote) -> int:
+    """``_serve``, under cProfile where ``SOLBENCH_WORKER_PROFILE`` names a directory (benchmarks: where a job's
+    time goes in the worker): the profile is written there, one file per job, before the job's last message (the
+    runner may kill this worker once it has it)."""
     where = os.environ.get("SOLBENCH_WORKER_PROFILE")
     if not where:
-        return serve(*args)
+        return _serve(job_path, chan, zygote)
     import cProfile
 
-    prof = cProfile.Profile()
-    try:
-        return prof.runcall(serve, *args)
-    finally:
-        prof.dump_stats(os.path.join(where, f"job-{os.getpid()}-{time.time_ns()}.prof"))
+    return _serve(job_path, _Profiling(chan, cProfile.Profile(),
+                                       os.path.join(where, f"job-{os.getpid()}-{time.time_ns()}.prof")), zygote)
+
+
+class _Profiling:
+    """A job's channel that profiles the job from its first message to its last, then writes the profile (whole,
+    under its final name) before sending that last message."""
+
+    def __init__(self, chan: Channel, prof, path: str):
+        self.chan, self.prof, self.path = chan, prof, path
+        prof.enable()
+
+    def send(self, **msg: Any) -> None:
+        if msg.get("type") == "done":
+            self.prof.disable()
+            self.prof.dump_stats(self.path + ".part")
+            os.replace(self.path + ".part", self.path)
+        self.chan.send(**msg)
 
 
 def _serve(job_path: str, chan: Channel, zygote) -> int:

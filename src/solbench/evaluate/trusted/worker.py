@@ -201,6 +201,7 @@ def main(cmd_fd: int, result_fd: int) -> int:
         importlib.import_module(name)
     from solbench.evaluate.isolation.sandbox import namespaces_available
     from solbench.evaluate.isolation.zygote import Zygote
+    from solbench.evaluate.trusted.profiling import profiled
 
     set_threads(torch, int(os.environ.get("SOLBENCH_CPU_THREADS") or 0))
     # forked before any job (and its seed) is read and before this process has a CUDA context
@@ -211,7 +212,7 @@ def main(cmd_fd: int, result_fd: int) -> int:
         for line in commands:
             if torch.cuda.is_initialized() and not cuda_healthy(torch):
                 return 1  # the runner starts a fresh worker
-            if _profiled(line.strip(), chan, zygote) != 0:
+            if profiled(_serve, line.strip(), chan, zygote) != 0:
                 return 1
             if torch.cuda.is_initialized():
                 torch.cuda.ipc_collect()  # arenas the candidates have let go of
@@ -220,35 +221,6 @@ def main(cmd_fd: int, result_fd: int) -> int:
         if zygote is not None:
             zygote.close()
     return 0
-
-
-def _profiled(job_path: str, chan: Channel, zygote) -> int:
-    """``_serve``, under cProfile where ``SOLBENCH_WORKER_PROFILE`` names a directory (benchmarks: where a job's
-    time goes in the worker): the profile is written there, one file per job, before the job's last message (the
-    runner may kill this worker once it has it)."""
-    where = os.environ.get("SOLBENCH_WORKER_PROFILE")
-    if not where:
-        return _serve(job_path, chan, zygote)
-    import cProfile
-
-    return _serve(job_path, _Profiling(chan, cProfile.Profile(),
-                                       os.path.join(where, f"job-{os.getpid()}-{time.time_ns()}.prof")), zygote)
-
-
-class _Profiling:
-    """A job's channel that profiles the job from its first message to its last, then writes the profile (whole,
-    under its final name) before sending that last message."""
-
-    def __init__(self, chan: Channel, prof, path: str):
-        self.chan, self.prof, self.path = chan, prof, path
-        prof.enable()
-
-    def send(self, **msg: Any) -> None:
-        if msg.get("type") == "done":
-            self.prof.disable()
-            self.prof.dump_stats(self.path + ".part")
-            os.replace(self.path + ".part", self.path)
-        self.chan.send(**msg)
 
 
 def _serve(job_path: str, chan: Channel, zygote) -> int:

@@ -153,3 +153,27 @@ def test_a_result_that_does_not_validate_puts_the_job_back_and_the_slot_goes_on(
         bad, good = wait_for(q, ids)
     assert bad.state == "failed" and "scheduler failed" in bad.error and good.state == "done"
     assert ex.recycled.count("fake:0") == 2
+
+
+def test_an_idle_slot_never_starts_a_poll_once_the_stop_is_set(tmp_path):
+    """The stop notifies the queue's condition once: a slot that was claiming a job then (not yet waiting) must
+    see the stop before it waits, not sleep out a poll (half a second of every service's and run's end)."""
+    q = JobQueue(tmp_path / "s.db")
+    sched = Scheduler(q, FakeExecutor(TWO), tick_s=0.01)
+    claiming, polls = threading.Event(), []
+    real_wait = q.changed.wait
+
+    def claim(*args, **kwargs):  # every slot is claiming when the stop comes, and finds nothing
+        claiming.set()
+        sched._stop.wait(10)
+        return None
+
+    def wait(timeout=None):
+        polls.append(sched._stop.is_set())
+        return real_wait(timeout)
+
+    q.claim, q.changed.wait = claim, wait
+    sched.start()
+    assert claiming.wait(10)
+    sched.stop()
+    assert not any(polls), polls

@@ -14,8 +14,8 @@ from solbench.problems.problem import Problem
 
 BASELINE_LABEL = {"eager": "eager", "compile": "compile", "baseline_file": "baseline.py"}
 #: the files whose change makes every cached baseline stale (they judge or time a baseline)
-_DIGESTED = ("trusted/worker.py", "verdict/stages.py", "trusted/subjects.py", "timing/stopping.py",
-             "verdict/correctness.py", "timing/rounds.py", "timing/cupti.py", "timing/stats.py")
+_DIGESTED = ("trusted/worker.py", "verdict/stages.py", "trusted/subjects.py", "trusted/local.py",
+             "timing/stopping.py", "verdict/correctness.py", "timing/rounds.py", "timing/cupti.py", "timing/stats.py")
 
 
 def default_baselines(problem: Problem, device: str) -> tuple[str, ...]:

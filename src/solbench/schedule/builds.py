@@ -105,8 +105,9 @@ class BuildsAhead:
                 self.scan()
             except Exception:  # the database busy beyond its timeout: the next scan
                 pass
-            with self.queue.changed:
-                self.queue.changed.wait(self.poll_s)
+            with self.queue.changed:  # a stop set before this lock is seen here; one set after, notifies
+                if not self._stop.is_set():
+                    self.queue.changed.wait(self.poll_s)
 
 
 def start_apart(db: str | Path, device: str, workers: int, cores: set[int], log: str | Path) -> subprocess.Popen:

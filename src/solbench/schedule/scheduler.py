@@ -133,8 +133,9 @@ class Scheduler:
             except Exception:  # the database busy beyond its timeout: try again
                 job = None
             if job is None:
-                with self.queue.changed:
-                    self.queue.changed.wait(0.5)
+                with self.queue.changed:  # a stop set before this lock is seen here; one set after, notifies
+                    if not self._stop.is_set():
+                        self.queue.changed.wait(0.5)
                 continue
             self.running[slot.name] = job
             try:

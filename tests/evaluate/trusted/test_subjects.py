@@ -127,3 +127,25 @@ def test_the_audits_null_candidate_starts_beside_the_candidate_and_is_the_one_it
     assert again.start(with_null=True) == "did not load"
     assert events == [("launch", False), ("launch", True), ("loaded", False), ("close", True)]
     assert again._launched is None
+
+
+def test_checked_calls_of_one_size_share_an_arena_until_a_ring_or_the_workloads_end(tmp_path):
+    """A checked call reuses the arena of the call before where it is of the same size (the candidate keeps its
+    mapping: on the GPU no new IPC handle on either side); a timing's ring, another size or the workload's end
+    lends a fresh one, under a new id the candidate attaches anew."""
+    import types
+
+    import torch
+
+    sub = subjects.RemoteSubject.__new__(subjects.RemoteSubject)  # the arenas alone: no process
+    sub.ctx = types.SimpleNamespace(dev=torch.device("cpu"), torch=torch, job={"sandbox": {"private": str(tmp_path)}})
+    sub.arena, sub.arena_id, sub._calls_arena, sub.budget_s = None, 0, None, None
+    first = sub._lend_for_calls(1024)
+    first.reserve((64,), torch.float32)
+    again = sub._lend_for_calls(1024)
+    assert again is first and again.used == 0 and sub.arena_id == 1
+    assert sub._lend_for_calls(2048) is not first and sub.arena_id == 2
+    ring = sub._lend(4096)  # a timing's ring, lent by ``cross_check``
+    assert sub._lend_for_calls(2048) is not ring and sub.arena_id == 4
+    sub.end()
+    assert sub.arena is None and sub._lend_for_calls(2048) is not None and sub.arena_id == 5

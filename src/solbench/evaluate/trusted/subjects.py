@@ -1,5 +1,5 @@
-"""The subjects the trusted worker judges: a trusted baseline called in its own process, or a candidate solution
-called in a sandboxed process of its own.
+"""The candidate subject the trusted worker judges: a solution called in a sandboxed process of its own (a trusted
+baseline called in the worker's own process is ``local.LocalSubject``).
 
 Both answer ``call`` (one call on given inputs) and ``time`` (a timing, in rounds the trusted side plans: see
 ``stopping``). For a candidate, every input it is lent is a copy of one the trusted side keeps; every output is
@@ -16,76 +16,9 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from solbench.evaluate.boundary import protocol
-from solbench.evaluate.boundary.calls import as_list, copied, cuda_healthy, short_traceback
+from solbench.evaluate.boundary.calls import copied
 from solbench.evaluate.integrity import kernel_origin
 from solbench.evaluate.trusted.outcomes import Called, Rejected, Timed
-
-
-class LocalSubject:
-    """A trusted subject (a baseline) called in this process."""
-
-    untrusted = False
-    is_dsl = False
-    proves = False
-    interpreted = False
-
-    def __init__(self, ctx, fn: Callable | None, compile_per_workload: bool = False):
-        self.ctx = ctx
-        self.compile_per_workload = compile_per_workload
-        self.call_fn = fn
-
-    def begin(self, uuid: str, reference: Callable) -> None:
-        if self.compile_per_workload:
-            import torch._dynamo
-
-            torch._dynamo.reset()  # a fresh static compile per workload: no dependence on workload order
-            self.call_fn = self.ctx.torch.compile(reference, dynamic=False)
-
-    def end(self) -> None:
-        pass
-
-    def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal", profile: bool = False) -> Called:
-        torch = self.ctx.torch
-        used = [copied(x) for x in inputs]
-        cuda = self.ctx.dev.type == "cuda"
-        try:
-            if cuda:
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-                before = torch.cuda.memory_allocated()
-            out = as_list(self.call_fn(*used))
-            if cuda:
-                torch.cuda.synchronize()
-        except torch.OutOfMemoryError:
-            return Called(failed={"verdict": "runtime_error", "reasons": ["out_of_memory"]})
-        except Exception as exc:
-            failed = {"verdict": "runtime_error", "reasons": ["exception"], "message": short_traceback(exc)}
-            lost = cuda and not cuda_healthy(torch)
-            if lost:
-                failed["reasons"].append("cuda_fault")
-            return Called(failed=failed, lost=lost)
-        peak = int(torch.cuda.max_memory_allocated() - before) if cuda else None
-        return Called(outputs=out, inputs_after=used, peak_memory_bytes=peak)
-
-    def time(self, uuid: str, axes: dict[str, int], cfg, draw: Callable[[int], list[Any]], recheck=None) -> Timed:
-        from solbench.evaluate.timing.stopping import time_cpu, time_cuda
-
-        job = self.ctx.job
-        sets = [draw(self.ctx.seed_for(uuid, 1000 + i)) for i in range(int(job.get("input_sets", 3)))]
-        f = self.call_fn
-
-        def timed_call(i: int):
-            return f(*sets[i])
-
-        if self.ctx.dev.type == "cuda":
-            t = time_cuda(timed_call, len(sets), self.ctx.flusher, cfg, graph=job.get("graph"),
-                          device_index=self.ctx.dev.index or 0)
-        else:
-            t = time_cpu(timed_call, len(sets), cfg)
-        return Timed(timing=t)
-
-    def close(self) -> None:
-        pass
 
 
 class RemoteSubject:
@@ -117,6 +50,7 @@ class RemoteSubject:
         self._launched: tuple[RemoteSubject, dict[str, Any], float] | None = None
         self.arena = None
         self.arena_id = 0
+        self._calls_arena: int | None = None  # the bytes of the arena when checked calls lent it (``_lend_for_calls``)
         self.harness: str | None = None  # the digest of the candidate's harness snapshot taken before its import
         self.import_codes: list[str] = []
         self.log_path = ctx.workdir / ("null-candidate.log" if subject.get("null") else "candidate.log")
@@ -302,9 +236,23 @@ class RemoteSubject:
         from solbench.evaluate.boundary.arena import Arena
 
         self._drop_arena()
+        self._calls_arena = None
         self.arena_id += 1
         self.arena = Arena(nbytes, self.ctx.dev, self.ctx.job["sandbox"]["private"])
         return self.arena
+
+    def _lend_for_calls(self, nbytes: int):
+        """The arena of a checked call: the one the call before lent where it was a call's of this size (the
+        candidate keeps its mapping: no new IPC handle on either side, no device-wide wait of a free), else a fresh
+        one. The workload's end, a timing's ring and a new process each end the reuse (``_drop_arena``, ``_lend``).
+        Every byte read back is written by the call it is read for: the inputs are put, the outputs' rooms
+        sentinel-filled, as in a fresh arena."""
+        if self.arena is not None and self._calls_arena == nbytes:
+            self.arena.used = 0
+            return self.arena
+        arena = self._lend(nbytes)
+        self._calls_arena = nbytes
+        return arena
 
     def _exchange(self, msg: dict[str, Any], expected: str):
         """(the checked reply, None) or (None, a verdict update) when the process did not answer or the reply is
@@ -373,7 +321,7 @@ class RemoteSubject:
         ph = self.ctx.phases  # nested in the worker's "calls": lending the inputs, the exchange, taking back
         shapes = self.ctx.out_shapes(axes)
         with ph("calls.lend"):
-            arena = self._lend(sum(nbytes_of(x) for x in inputs) + sum(nbytes_for(s, d) for s, d in shapes))
+            arena = self._lend_for_calls(sum(nbytes_of(x) for x in inputs) + sum(nbytes_for(s, d) for s, d in shapes))
             in_slots = [arena.put(x) for x in inputs]
             out_slots = [arena.reserve(s, d) for s, d in shapes]
             for slot in out_slots:

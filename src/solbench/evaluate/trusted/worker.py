@@ -302,7 +302,8 @@ def _build(job: dict[str, Any], ctx: Context, chan: Channel) -> dict[int, Any]:
 def _subject(ctx: Context, subject: dict[str, Any]):
     """One subject of the job: the candidate started in its sandbox, or a trusted baseline."""
     from solbench.evaluate.languages import CompileError
-    from solbench.evaluate.trusted.subjects import LocalSubject, RemoteSubject
+    from solbench.evaluate.trusted.local import LocalSubject
+    from solbench.evaluate.trusted.subjects import RemoteSubject
     from solbench.problems.modules import entry, module_from_source
 
     kind = subject["kind"]

@@ -19,7 +19,7 @@ from typing import Any
 
 from solbench.evaluate.boundary.calls import short_traceback
 from solbench.evaluate.trusted.outcomes import Called
-from solbench.evaluate.trusted.subjects import LocalSubject
+from solbench.evaluate.trusted.local import LocalSubject
 from solbench.evaluate.verdict.limits import workload_limit
 from solbench.evaluate.verdict.proof import ghost_proof, language_proof, store_proof
 

@@ -15,7 +15,7 @@
 #           builds (the 50 shipped CUDA C++ examples built and their imports checked, on the host), run (the main job;
 #           RUN_ARGS, e.g. "--language cuda_cpp --baselines none"), rerun (the main job again: `run rerun` gives the
 #           fresh and the cached figure), cost (one solution's cost against SOL-ExecBench's CLI, side by side: needs
-#           .seb/, docs/PERFORMANCE.md), profile (one solution's eval with the trusted worker under cProfile:
+#           .seb/, docs/PERFORMANCE.md), profile (one solution's eval, its trusted worker and candidates profiled:
 #           PROFILE_ARGS, by default the Triton gelu_tanh_and_mul example), phases (one solution's cold eval a few
 #           times, by phase: PHASES_ARGS, by default rmsnorm's Triton example), agreement (the audit against each honest
 #           fixture's claim, repeated: how far each stands from a false reject; AGREEMENT_ARGS, e.g. "--honest --files
@@ -148,7 +148,8 @@ run_stage() {
     profile) # where one solution's time goes in the trusted worker (cProfile), default the Triton gelu example
            g=src/solbench/suite/activation/gelu_tanh_and_mul
            timeout ${PROFILE_LIMIT:-180} python3 benchmarks/worker_profile.py --db "$SOLBENCH_GPU_DB" \
-             --out "$OUT/profile.txt" --dump "$OUT/profile.pstats" ${PROFILE_ARGS:---problem $g --solution $g/solutions/triton.py} </dev/null \
+             --out "$OUT/profile.txt" --dump "$OUT/profile.pstats" --dump-candidate "$OUT/candidate.pstats" \
+             ${PROFILE_ARGS:---problem $g --solution $g/solutions/triton.py} </dev/null \
              >"$OUT/profile-log.txt" 2>&1; head -n 4 "$OUT/profile-log.txt" ;;
     serve) # the evaluation service under a bounded load: every starter example submitted, request latency, served
            # throughput, the rmsnorm example's times idle and under load (benchmarks/service_load.py)

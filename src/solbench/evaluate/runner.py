@@ -30,7 +30,7 @@ from solbench.evaluate.isolation.view import sandbox_view
 from solbench.evaluate.native.carry import Carry
 from solbench.evaluate.phases import Phases
 from solbench.evaluate.timing.rounds import TimingConfig
-from solbench.evaluate.trusted import keeper
+from solbench.evaluate.trusted import keeper, profiling
 from solbench.evaluate.trusted.footprint import too_large
 from solbench.evaluate.trusted.report import WorkloadReport
 from solbench.evaluate.verdict.decision import judge
@@ -256,6 +256,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
                 cand = keeper.run_worker(cand_job, opts.startup_timeout_s, opts.workload_timeout_s, workdir)
             work, analysis_s = analysis.result()
             ph.add("analysis", analysis_s)  # in a thread of its own, while the worker ran
+            profiling.collect_candidates(private)  # benchmarks only: nothing unless asked for
             if carries_back(opts):
                 with ph("stage"):
                     _carry_cache(private / "triton", carried, below=private)
@@ -297,7 +298,7 @@ def _sandbox(opts: EvalOptions, store, private: Path, build: Carry) -> dict[str,
     directory ``private``), its mode and limits."""
     env = {"TMPDIR": str(private), "HOME": str(private), "TRITON_CACHE_DIR": str(private / "triton"),
            "TORCHINDUCTOR_CACHE_DIR": str(private / "inductor"), "SOLBENCH_CPU_THREADS": str(opts.cpu_threads),
-           **build.env}
+           **build.env, **profiling.candidate_env(private)}
     return dict(sandbox_view(store, opts.device), env=keeper.child_env(env), private=str(private), mode=opts.sandbox,
                 max_file_bytes=opts.max_file_bytes, max_address_space_bytes=opts.max_address_space_bytes)
 

@@ -36,3 +36,29 @@ def test_without_the_variable_nothing_is_profiled(tmp_path, monkeypatch):
     chan = Chan(tmp_path)
     assert profiled(_job, "job.json", chan, None) == 0
     assert chan.seen == [("env", []), ("done", [])]
+
+
+def test_a_candidate_profiles_itself_only_where_the_runner_is_asked_and_only_its_files_come_out(tmp_path,
+                                                                                                monkeypatch):
+    from solbench.evaluate.candidate import profiling as candidate
+    from solbench.evaluate.trusted.profiling import candidate_env, collect_candidates
+
+    private, into = tmp_path / "private", tmp_path / "into"
+    private.mkdir()
+    into.mkdir()
+    monkeypatch.delenv(candidate.VAR, raising=False)
+    assert candidate_env(private) == {} and collect_candidates(private) == 0
+    monkeypatch.setenv(candidate.VAR, str(into))
+    env = candidate_env(private)
+    assert env == {candidate.VAR: str(private / "profiles")}
+    monkeypatch.setenv(candidate.VAR, env[candidate.VAR])  # as the candidate's sandbox sees it
+    prof = candidate.start()
+    sum(i * i for i in range(1000))
+    candidate.finish(prof)
+    (written,) = (private / "profiles").iterdir()
+    (private / "profiles" / "link.prof").symlink_to(tmp_path / "elsewhere.prof")  # a link is not followed
+    (tmp_path / "elsewhere.prof").write_text("secret")
+    monkeypatch.setenv(candidate.VAR, str(into))  # the runner's own
+    assert collect_candidates(private) == 1
+    assert [p.name for p in into.iterdir()] == [written.name]
+    assert "<genexpr>" in str(pstats.Stats(str(into / written.name)).stats)

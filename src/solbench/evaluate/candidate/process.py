@@ -33,7 +33,7 @@ from typing import Any
 
 from solbench.evaluate.boundary import arena as arena_mod
 from solbench.evaluate.boundary import calls, ring
-from solbench.evaluate.candidate import audited, timed
+from solbench.evaluate.candidate import audited, profiling, timed
 from solbench.evaluate.integrity import dynamic, ghost, language, tamper
 from solbench.evaluate.integrity.l2 import L2Guard
 from solbench.evaluate.integrity.streams import Streams
@@ -328,6 +328,7 @@ def main(cmd_fd: int, reply_fd: int) -> int:
     chan.send(type="ready", harness=cand.baseline, codes=codes, seccomp=cand.seccomp)
     handlers = {"call": cand.call, "time": lambda msg: timed.serve(cand, msg),
                 "graph": lambda msg: timed.graph(cand, msg), "audit": lambda msg: audited.serve(cand, msg)}
+    prof = profiling.start()
     while True:
         msg = chan.receive()
         if msg is None or msg.get("op") == "exit":
@@ -335,6 +336,7 @@ def main(cmd_fd: int, reply_fd: int) -> int:
             # worker from ever freeing that memory
             cand.arenas.clear()
             cand.sync()
+            profiling.finish(prof)
             return 0
         handler = handlers.get(msg.get("op"))
         if handler is not None:

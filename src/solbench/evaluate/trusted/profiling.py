@@ -1,11 +1,21 @@
 """A trusted worker's jobs under cProfile, for benchmarks (``benchmarks/worker_profile.py``): where
-``SOLBENCH_WORKER_PROFILE`` names a directory, each job's profile is written there, one file per job."""
+``SOLBENCH_WORKER_PROFILE`` names a directory, each job's profile is written there, one file per job. Where
+``candidate.profiling.VAR`` names one in the runner's environment, each candidate's process profiles itself in its
+private directory and the runner copies its profiles there (``candidate_env``, ``collect_candidates``)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import time
+from pathlib import Path
 from typing import Any, Callable
+
+from solbench.evaluate.candidate.profiling import VAR
+
+#: the largest candidate profile copied out of a sandbox
+MAX_PROFILE_BYTES = 64 << 20
 
 
 def profiled(serve: Callable[..., int], job_path: str, chan, zygote) -> int:
@@ -34,3 +44,28 @@ class Profiling:
             self.prof.dump_stats(self.path + ".part")
             os.replace(self.path + ".part", self.path)
         self.chan.send(**msg)
+
+
+def candidate_env(private: Path) -> dict[str, str]:
+    """The candidate's environment entry that has it profile itself (into ``private``'s ``profiles`` folder),
+    where the runner's environment asks for candidates' profiles; else nothing."""
+    return {VAR: str(private / "profiles")} if os.environ.get(VAR) else {}
+
+
+def collect_candidates(private: Path) -> int:
+    """Copy the candidates' profiles out of ``private`` (regular files, no link followed, each at most
+    ``MAX_PROFILE_BYTES``) into the folder the runner's environment names; how many were copied."""
+    into = os.environ.get(VAR)
+    folder = private / "profiles"
+    if not into or folder.is_symlink() or not folder.is_dir():
+        return 0
+    copied = 0
+    for p in sorted(folder.iterdir()):
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_PROFILE_BYTES and p.name.endswith(".prof"):
+            shutil.copyfile(p, Path(into) / p.name, follow_symlinks=False)
+            copied += 1
+    return copied

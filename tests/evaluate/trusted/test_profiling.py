@@ -62,3 +62,19 @@ def test_a_candidate_profiles_itself_only_where_the_runner_is_asked_and_only_its
     assert collect_candidates(private) == 1
     assert [p.name for p in into.iterdir()] == [written.name]
     assert "<genexpr>" in str(pstats.Stats(str(into / written.name)).stats)
+
+
+def test_a_profiled_candidate_is_judged_as_any_other_and_its_profile_comes_out(tmp_path, monkeypatch):
+    """The candidate's profiler starts before its harness's first snapshot: the hook it installs is not tampering."""
+    from solbench.evaluate.candidate.profiling import VAR
+    from solbench.evaluate.runner import EvalOptions, evaluate
+    from solbench.problems.problem import load_problem
+    from solbench.problems.solution import load_solution
+    from tests.paths import AXPY as axpy
+
+    problem = load_problem(axpy)
+    monkeypatch.setenv(VAR, str(tmp_path))
+    ev = evaluate(problem, load_solution(axpy / "solutions" / "torch_ok.py", problem.definition),
+                  EvalOptions(device="cpu", baselines=()))
+    assert ev.verdict == "passed", (ev.verdict, ev.reasons, ev.message)
+    assert [p.suffix for p in tmp_path.iterdir()] and all(p.suffix == ".prof" for p in tmp_path.iterdir())

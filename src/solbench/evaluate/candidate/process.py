@@ -316,6 +316,7 @@ def main(cmd_fd: int, reply_fd: int) -> int:
     load = chan.receive()
     if not load or load.get("op") != "load":
         return 2
+    prof = profiling.start()  # before the harness's first snapshot, whose hooks it then holds (benchmarks only)
     try:
         cand = Candidate(chan, load)
     except Exception as exc:
@@ -328,7 +329,6 @@ def main(cmd_fd: int, reply_fd: int) -> int:
     chan.send(type="ready", harness=cand.baseline, codes=codes, seccomp=cand.seccomp)
     handlers = {"call": cand.call, "time": lambda msg: timed.serve(cand, msg),
                 "graph": lambda msg: timed.graph(cand, msg), "audit": lambda msg: audited.serve(cand, msg)}
-    prof = profiling.start()
     while True:
         msg = chan.receive()
         if msg is None or msg.get("op") == "exit":

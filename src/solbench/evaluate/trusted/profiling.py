@@ -60,12 +60,13 @@ def collect_candidates(private: Path) -> int:
     if not into or folder.is_symlink() or not folder.is_dir():
         return 0
     copied = 0
+    Path(into).mkdir(parents=True, exist_ok=True)
     for p in sorted(folder.iterdir()):
         try:
             st = p.lstat()
+            if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_PROFILE_BYTES and p.name.endswith(".prof"):
+                shutil.copyfile(p, Path(into) / p.name, follow_symlinks=False)
+                copied += 1
         except OSError:
             continue
-        if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_PROFILE_BYTES and p.name.endswith(".prof"):
-            shutil.copyfile(p, Path(into) / p.name, follow_symlinks=False)
-            copied += 1
     return copied

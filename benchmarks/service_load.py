@@ -11,9 +11,9 @@ It starts ``solbench serve`` on a free loopback port (a fresh token in DB), then
 3. it waits for every job (long polls, not counted as overhead) until ``--limit-s`` from the start, cancels what
    has not ended by then, and reports: each request kind's latency (p50, p99, max; target p99 under 20 ms on
    loopback) as this client measured it and as the server did (its ``Server-Timing``: from the request reaching
-   the app to its answer), evaluations and workloads per hour from the first submission to the last result (to the bound,
-   where jobs were left unfinished), and the reference's per-workload time under load against idle (target:
-   medians within 1%). The report is written also when a step fails.
+   the app to its answer), evaluations and workloads per hour from the first submission to the last result (to
+   the bound, where jobs were left unfinished), and the reference's per-workload time under load against idle
+   (target: medians within 1%). The report is written also when a step fails.
 
     python benchmarks/service_load.py --db gpu.db --device cuda --suite starter --out service.json
 """

@@ -119,3 +119,27 @@ def test_a_service_builds_ahead_in_a_process_of_its_own_that_ends_with_it(tmp_pa
         if running(pid):
             os.killpg(pid, signal.SIGKILL)
 
+
+
+def test_the_builds_watch_never_starts_a_poll_once_the_stop_is_set(tmp_path):
+    """As a scheduler's slot: a watch that was scanning when the stop notified the queue sees the stop before it
+    waits, instead of sleeping out a poll (half a second of every service's end)."""
+    queue = JobQueue(tmp_path / "q.db")
+    ahead = BuildsAhead(queue, "cpu", 1, plan=lambda job: None, poll_s=0.5)
+    scanning, polls = threading.Event(), []
+    real_wait = queue.changed.wait
+
+    def scan():  # the watch is scanning when the stop comes
+        scanning.set()
+        ahead._stop.wait(10)
+        return 0
+
+    def wait(timeout=None):
+        polls.append(ahead._stop.is_set())
+        return real_wait(timeout)
+
+    ahead.scan, queue.changed.wait = scan, wait
+    ahead.start()
+    assert scanning.wait(10)
+    ahead.stop()
+    assert not any(polls), polls

@@ -17,7 +17,8 @@ import torch
 from solbench.analysis.heldout import draw_heldout
 from solbench.analysis.roofline import count_work, sol_time
 from solbench.hardware.registry import get_hardware
-from solbench.problems.inputs import PROBABILITY_SHARPNESS, make_inputs, random_tensor, torch_dtype
+from solbench.problems.inputs import PROBABILITY_SHARPNESS, make_inputs, random_tensor
+from solbench.problems.roles import torch_dtype
 from solbench.problems.modules import entry, module_from_source
 from solbench.problems.problem import load_problem
 from solbench.problems.suite import all_problems

@@ -3,7 +3,8 @@
 import torch
 
 from solbench.problems.definition import Definition
-from solbench.problems.inputs import infer_role, make_inputs
+from solbench.problems.inputs import make_inputs
+from solbench.problems.roles import infer_role
 from solbench.problems.workload import Workload
 
 
@@ -133,7 +134,7 @@ def test_activations_are_heavy_tailed_with_outlier_channels():
 
 
 def test_logits_are_wide_but_have_no_outlier_columns():
-    from solbench.problems.inputs import is_logits
+    from solbench.problems.roles import is_logits
 
     assert is_logits("logits") and is_logits("router_logits") and is_logits("gating") and not is_logits("x")
     scales = []

@@ -26,7 +26,7 @@ from solbench.analysis import work_cache
 from solbench.analysis.counting import WorkCount, trace_counts
 from solbench.hardware.spec import Ceilings
 from solbench.problems.definition import Definition
-from solbench.problems.inputs import torch_dtype
+from solbench.problems.roles import torch_dtype
 from solbench.problems.modules import entry, module_from_source
 from solbench.problems.problem import Problem
 from solbench.problems.workload import CustomInput, ScalarInput, Workload

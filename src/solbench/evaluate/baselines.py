@@ -33,7 +33,8 @@ def harness_digest() -> str:
     h = hashlib.sha256()
     for name in _DIGESTED:
         h.update((here / name).read_bytes())
-    h.update((here.parent / "problems" / "inputs.py").read_bytes())
+    for name in ("inputs.py", "roles.py"):  # what a baseline's inputs are drawn by
+        h.update((here.parent / "problems" / name).read_bytes())
     return h.hexdigest()[:12]
 
 

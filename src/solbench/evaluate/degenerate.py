@@ -20,7 +20,8 @@ from typing import Any
 import torch
 
 from solbench.evaluate.verdict.correctness import accept_alternative, compare_output, tolerance_for
-from solbench.problems.inputs import infer_role, make_inputs, torch_dtype
+from solbench.problems.inputs import make_inputs
+from solbench.problems.roles import infer_role, torch_dtype
 from solbench.problems.modules import entry, module_from_source
 from solbench.problems.problem import Problem
 from solbench.problems.workload import Workload

@@ -39,7 +39,7 @@ def _gb(n: int) -> str:
 def tensor_bytes(definition, specs, axes: dict[str, int], anchor: bool = False) -> int:
     """Bytes of the dense tensors ``specs`` (a definition's inputs or outputs) at ``axes``; with ``anchor``, as
     the float64 anchor holds them (floating tensors widened to 8 bytes)."""
-    from solbench.problems.inputs import torch_dtype
+    from solbench.problems.roles import torch_dtype
 
     total = 0
     for _, spec in specs.items():

@@ -33,8 +33,8 @@ HARNESS_EXTRA = ("solbench.evaluate.integrity.dynamic", "solbench.evaluate.integ
                  "solbench.evaluate.integrity.language", "solbench.evaluate.integrity.l2",
                  "solbench.evaluate.integrity.streams", "solbench.evaluate.integrity.tamper",
                  "solbench.evaluate.languages", "solbench.problems.problem", "solbench.problems.inputs",
-                 "solbench.problems.modules", "solbench.problems.workload", "solbench.hardware.telemetry",
-                 "solbench.evaluate.phases")
+                 "solbench.problems.modules", "solbench.problems.roles", "solbench.problems.workload",
+                 "solbench.hardware.telemetry", "solbench.evaluate.phases")
 
 
 def harness() -> tuple[str, ...]:
@@ -171,7 +171,7 @@ class Context:
         return None
 
     def out_shapes(self, axes: dict[str, int]) -> list[tuple[tuple[int, ...], Any]]:
-        from solbench.problems.inputs import torch_dtype
+        from solbench.problems.roles import torch_dtype
 
         return [(self.definition.shape_of(spec, axes) or (), torch_dtype(spec.dtype)) for _, spec in self.out_specs]
 

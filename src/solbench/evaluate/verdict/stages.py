@@ -59,7 +59,7 @@ class WorkloadJudging:
 
     def __init__(self, ctx, subject, uuid: str):
         from solbench.evaluate.verdict.correctness import tolerance_for
-        from solbench.problems.inputs import torch_dtype
+        from solbench.problems.roles import torch_dtype
 
         self.ctx, self.subject, self.uuid = ctx, subject, uuid
         self.job, self.definition, self.dev = ctx.job, ctx.definition, ctx.dev

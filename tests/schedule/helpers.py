@@ -63,3 +63,27 @@ class FakeExecutor:
 
     def close(self) -> None:
         pass
+
+
+def polls_after_a_stop(queue, stop: threading.Event, obj, busy: str, idle_result, start, end) -> list[bool]:
+    """Whether each poll of ``queue``'s condition began with ``stop`` set, when the stop comes while ``obj`` is in
+    its ``busy`` method (patched to wait for the stop, then return ``idle_result``): ``start()``, then ``end()``
+    once ``obj`` is busy. A loop that checks the stop under the condition's lock never polls after it."""
+    busy_now, polls = threading.Event(), []
+    real_wait = queue.changed.wait
+
+    def in_work(*args, **kwargs):
+        busy_now.set()
+        stop.wait(10)
+        return idle_result
+
+    def wait(timeout=None):
+        polls.append(stop.is_set())
+        return real_wait(timeout)
+
+    setattr(obj, busy, in_work)
+    queue.changed.wait = wait
+    start()
+    assert busy_now.wait(10)
+    end()
+    return polls

@@ -16,6 +16,7 @@ from solbench.schedule.jobs import Job, JobOptions, JobSpec, spec_for
 from solbench.schedule.queue import JobQueue
 from tests.paths import AXPY, FIXTURES
 from tests.procs import running
+from tests.schedule.helpers import polls_after_a_stop
 
 WAIT_S = 60.0
 
@@ -126,20 +127,5 @@ def test_the_builds_watch_never_starts_a_poll_once_the_stop_is_set(tmp_path):
     waits, instead of sleeping out a poll (half a second of every service's end)."""
     queue = JobQueue(tmp_path / "q.db")
     ahead = BuildsAhead(queue, "cpu", 1, plan=lambda job: None, poll_s=0.5)
-    scanning, polls = threading.Event(), []
-    real_wait = queue.changed.wait
-
-    def scan():  # the watch is scanning when the stop comes
-        scanning.set()
-        ahead._stop.wait(10)
-        return 0
-
-    def wait(timeout=None):
-        polls.append(ahead._stop.is_set())
-        return real_wait(timeout)
-
-    ahead.scan, queue.changed.wait = scan, wait
-    ahead.start()
-    assert scanning.wait(10)
-    ahead.stop()
+    polls = polls_after_a_stop(queue, ahead._stop, ahead, "scan", 0, ahead.start, ahead.stop)
     assert not any(polls), polls

@@ -11,7 +11,7 @@ from solbench.schedule.outcome import Outcome
 from solbench.schedule.queue import JobQueue
 from solbench.schedule.scheduler import Scheduler, wait_for
 from solbench.store.db import Store
-from tests.schedule.helpers import FakeExecutor, spec
+from tests.schedule.helpers import FakeExecutor, polls_after_a_stop, spec
 
 TWO = [Slot("fake:0", "cpu", None, 100), Slot("fake:1", "cpu", None, 1000)]
 
@@ -160,20 +160,5 @@ def test_an_idle_slot_never_starts_a_poll_once_the_stop_is_set(tmp_path):
     see the stop before it waits, not sleep out a poll (half a second of every service's and run's end)."""
     q = JobQueue(tmp_path / "s.db")
     sched = Scheduler(q, FakeExecutor(TWO), tick_s=0.01)
-    claiming, polls = threading.Event(), []
-    real_wait = q.changed.wait
-
-    def claim(*args, **kwargs):  # every slot is claiming when the stop comes, and finds nothing
-        claiming.set()
-        sched._stop.wait(10)
-        return None
-
-    def wait(timeout=None):
-        polls.append(sched._stop.is_set())
-        return real_wait(timeout)
-
-    q.claim, q.changed.wait = claim, wait
-    sched.start()
-    assert claiming.wait(10)
-    sched.stop()
+    polls = polls_after_a_stop(q, sched._stop, q, "claim", None, sched.start, sched.stop)
     assert not any(polls), polls

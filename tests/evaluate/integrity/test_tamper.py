@@ -192,3 +192,28 @@ def test_a_function_replaced_by_a_builtin_is_reported_not_raised(monkeypatch):
     harness = tamper.Harness()
     monkeypatch.setattr(calls, "as_list", len)
     assert "solbench.evaluate.boundary.calls.as_list" in harness.changed()[0]
+
+
+def test_an_object_freed_under_the_marks_cannot_lend_its_identity_to_a_replacement():
+    """The quick check holds the objects it marked: a look-alike allocated where a marked one lay (the same id and
+    type: CPython's allocator hands a freed block out again) cannot pass for it."""
+
+    class Box:
+        pass
+
+    state = type("State", (), {})()
+    state.box = Box()
+    tamper.watch("box", state)
+    try:
+        harness = tamper.Harness()
+        marked = id(state.box)
+        state.box = None  # the marked Box is freed here unless something else holds it
+        made = []  # look-alikes, kept so that each takes the next free block: one lands where the first lay
+        while len(made) < 100_000 and (not made or id(made[-1]) != marked):
+            made.append(Box())
+        state.box = made[-1]
+        assert id(state.box) != marked  # the marks hold the first Box: its address is never free to reuse
+        found, now = harness.changed()
+        assert "watched.box.box" in found and now is not None
+    finally:
+        tamper._watched.pop("box")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Any
 
 HARNESS_PREFIXES = ("solbench.evaluate.", "solbench.problems.", "solbench.hardware.telemetry")
@@ -215,33 +215,35 @@ def _deep(v: Any) -> tuple | None:
 
 
 class _Space:
-    """One namespace's marks: its names and the identities and types of its values, and the deep fingerprints
-    (``_deep``) of those that had one when the marks were taken (read at C speed for plain functions)."""
+    """One namespace's marks: its names and values (the objects themselves, held here so that no identity can be
+    reused) and their types, and the deep fingerprints (``_deep``) of those that had one when the marks were
+    taken: for plain functions the objects of their code, defaults, globals and closure, compared by identity."""
 
     def __init__(self, prefix: str, ns, skip: frozenset[str], keep: str):
         self.prefix = prefix
-        self.names, values = _names_values(ns, skip)
-        self.ids, self.types = _identities(values)
-        at = [i for i, v in enumerate(values) if _keeps(keep, v) and _deep(v) is not None]
-        self.fns = tuple(i for i in at if type(values[i]) is _FUNCTION)
-        self.others = tuple(i for i in at if type(values[i]) is not _FUNCTION)
-        self.deep = self._deep_of(values)
-
-    def _deep_of(self, values: tuple) -> tuple:
-        """The deep fingerprints at the marked positions (where every value has its marked type)."""
-        fns = (values[i] for i in self.fns)
-        return (tuple(map(id, chain.from_iterable(map(_FN_PARTS, fns)))),
-                tuple(_deep(values[i]) for i in self.others))
+        self.names, self.values = _names_values(ns, skip)
+        self.types = tuple(map(type, self.values))
+        at = [i for i, v in enumerate(self.values) if _keeps(keep, v) and _deep(v) is not None]
+        self.fns = tuple(self.values[i] for i in at if type(self.values[i]) is _FUNCTION)
+        self.parts = tuple(chain.from_iterable(map(_FN_PARTS, self.fns)))
+        self.others = tuple(self.values[i] for i in at if type(self.values[i]) is not _FUNCTION)
+        self.deep = tuple(map(_deep, self.others))
 
     def still(self, prefix: str, ns, skip: frozenset[str]) -> bool:
-        names, values = _names_values(ns, skip)
-        if prefix != self.prefix or names != self.names or _identities(values) != (self.ids, self.types):
+        """Whether ``ns`` holds the very objects it held, of the same types, in the same order, under the same
+        names, and its functions run the same code with the same defaults, globals and closures. Every comparison
+        is by identity (``is``) or of ids and plain strings, so no object of the namespace runs code of its own."""
+        names, values = _names_values(ns, skip) if skip else (ns.keys(), ns.values())
+        if prefix != self.prefix or not (_same(names, self.names) and _same(values, self.values)):
             return False
-        return self._deep_of(values) == self.deep  # the same types: a function's position holds a function
+        return (all(map(is_, map(type, self.values), self.types))  # an object's class can be reassigned
+                and all(map(is_, chain.from_iterable(map(_FN_PARTS, self.fns)), self.parts))
+                and tuple(map(_deep, self.others)) == self.deep)
 
 
-def _identities(values: tuple) -> tuple[tuple, tuple]:
-    return tuple(map(id, values)), tuple(map(id, map(type, values)))
+def _same(now, marked: tuple) -> bool:
+    """Whether ``now`` (a sized iterable) holds the objects of ``marked``, position by position."""
+    return len(now) == len(marked) and all(map(is_, now, marked))
 
 
 def _names_values(ns, skip: frozenset[str]) -> tuple[tuple, tuple]:
@@ -256,10 +258,11 @@ class Harness:
     snapshot's digest, and whether anything changed since (``changed``).
 
     A snapshot costs milliseconds, and the candidate's process answers every command with a check. So the
-    check first compares marks (``_Space``): per namespace its names, the identities and types of its values
-    and the functions' code, defaults, globals and closure, and the hooks. Where they are unchanged, a
-    snapshot would be too (it is made of nothing else but an object's gaining code it did not have, which
-    changes no call); where they moved, a snapshot decides."""
+    check first compares marks (``_Space``): per namespace its names, its values (held by the marks, so that no
+    identity is reused while they stand) and their types, and the functions' code, defaults, globals and
+    closure, all by identity, and the hooks. Where they are unchanged, a snapshot would be too (it is made of
+    nothing else but an object's gaining code it did not have, which changes no call); where they moved, a
+    snapshot decides."""
 
     def __init__(self):
         self.snapshot = snapshot()

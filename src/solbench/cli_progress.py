@@ -4,9 +4,12 @@ stderr), where the bars would show only once the run has ended, one line per ste
 A line says the time since the run started, the bar's name, where it stands and what it works on now, so that a
 run stopped by a time limit leaves in its log the step it was in::
 
-    [   12 s] native builds 3/17
+    [   12 s] native builds 3/17, about 40 s left
     [  148 s] solbench run on cuda (h100-sxm) 0/35 (now: rmsnorm / triton)
-    [  157 s] solbench run on cuda (h100-sxm) 1/35 (ended: rmsnorm / triton)
+    [  157 s] solbench run on cuda (h100-sxm) 1/35 (ended: rmsnorm / triton), about 306 s left
+
+A bar's time left is its steps' mean so far times the steps left, counted from its first named step (the run's
+first evaluation, not the compiles ahead before it), or from its start where no step is named.
 
 Steps that run side by side (the compiles ahead) name the one that ended and its time::
 
@@ -23,9 +26,11 @@ class LogProgress:
     """The part of ``rich.progress.Progress`` that ``run`` uses (``add_task``, ``update``, ``advance``), as lines
     printed to ``console``; the context manager does nothing."""
 
+    clock = staticmethod(time.monotonic)
+
     def __init__(self, console) -> None:
         self.console = console
-        self.t0 = time.monotonic()
+        self.t0 = self.clock()
         self.tasks: dict[int, dict[str, Any]] = {}
 
     def __enter__(self) -> "LogProgress":
@@ -36,7 +41,8 @@ class LogProgress:
 
     def add_task(self, description: str, total: float | None = None, **_: Any) -> int:
         task = len(self.tasks)
-        self.tasks[task] = {"name": description, "now": "", "total": total, "completed": 0}
+        self.tasks[task] = {"name": description, "now": "", "total": total, "completed": 0, "since": self.clock(),
+                            "named": False}
         return task
 
     def update(self, task: int, description: str | None = None, advance: float = 0, ended: str | None = None,
@@ -46,6 +52,8 @@ class LogProgress:
         t = self.tasks[task]
         if description is not None:
             t["now"] = "" if description == t["name"] else description
+            if t["now"] and not t["named"] and not t["completed"]:  # its first step begins: count from here
+                t["since"], t["named"] = self.clock(), True
         t["completed"] += advance
         if ended is not None:
             t["now"] = ended
@@ -60,8 +68,17 @@ class LogProgress:
     def _line(self, t: dict[str, Any], ended: bool) -> None:
         done = f"{t['completed']:g}" + (f"/{t['total']:g}" if t["total"] is not None else "")
         now = f" ({'ended' if ended else 'now'}: {t['now']})" if t["now"] else ""
-        self.console.print(f"[{time.monotonic() - self.t0:5.0f} s] {t['name']} {done}{now}", markup=False,
+        at = self.clock()
+        self.console.print(f"[{at - self.t0:5.0f} s] {t['name']} {done}{now}{_left(t, at)}", markup=False,
                            highlight=False)
+
+
+def _left(t: dict[str, Any], at: float) -> str:
+    """", about N s left" for a bar with steps done and steps to do, else nothing."""
+    total, completed = t["total"], t["completed"]
+    if total is None or not 0 < completed < total:
+        return ""
+    return f", about {(at - t['since']) / completed * (total - completed):.0f} s left"
 
 
 def run_progress(console, quiet: bool):

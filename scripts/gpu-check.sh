@@ -181,6 +181,10 @@ print(j(c[:4]), j(c[4:]) if len(c) >= 8 else "")')
 for stage in "${stages[@]}"; do
   if [[ $stage == *+* ]]; then side_by_side "${stage%%+*}" "${stage#*+}"; else run_stage "$stage"; fi
 done
+# the database whole in its one file (the write-ahead log folded in): $OUT/gpu.db alone, carried to the next call as
+# .gpudb/gpu.db, holds every baseline this call measured
+[ -f "$SOLBENCH_GPU_DB" ] && timeout 60 python3 -c 'import sqlite3, sys
+sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' "$SOLBENCH_GPU_DB" </dev/null
 echo
 echo "== solbench GPU check =="
 printf '%-14s %s\n' stage result

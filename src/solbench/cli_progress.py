@@ -4,7 +4,7 @@ stderr), where the bars would show only once the run has ended, one line per ste
 A line says the time since the run started, the bar's name, where it stands and what it works on now, so that a
 run stopped by a time limit leaves in its log the step it was in::
 
-    [   12 s] native builds 3/17, about 40 s left
+    [   12 s] native builds 3/17, about 56 s left
     [  148 s] solbench run on cuda (h100-sxm) 0/35 (now: rmsnorm / triton)
     [  157 s] solbench run on cuda (h100-sxm) 1/35 (ended: rmsnorm / triton), about 306 s left
 

@@ -4,8 +4,9 @@ This is the second layer of the defence against in-process tampering (the first 
 decisions themselves are the trusted side's: docs/SECURITY.md). A snapshot fingerprints, by identity:
 
 - every module-level binding of every harness module loaded in this process (functions and their code,
-  defaults and globals, classes and every entry of their dictionaries, imported modules and objects such as
-  ``rounds.time``, and the values of immutable constants), this module included;
+  defaults, keyword defaults and globals, classes and every entry of their dictionaries, imported modules and
+  objects such as ``rounds.time``, each with its type, and the values of immutable constants), this module
+  included;
 - the builtins, and the functions of the standard-library and torch modules the harness calls (``time``,
   ``os``, ``json``, ``math``, ``statistics``, ``threading``, ``numpy``, ``torch``, ``torch.Tensor``,
   ``torch.return_types``, ``torch.cuda`` and its events, streams and graphs), and Triton's launch and
@@ -25,6 +26,7 @@ from __future__ import annotations
 import sys
 from itertools import chain
 from operator import attrgetter, is_
+from types import MappingProxyType
 from typing import Any
 
 HARNESS_PREFIXES = ("solbench.evaluate.", "solbench.problems.", "solbench.hardware.telemetry")
@@ -55,22 +57,15 @@ _OPAQUE_TYPES = frozenset({type(len), type, type(sys), type(str.join), type(obje
 
 
 def _fingerprint(value: Any) -> tuple:
-    """Identity of an object, of the code it runs (a function's __code__ can be swapped in place) and of the
-    defaults and globals it runs with; immutable constants by value."""
+    """Identity of an object and of its type (a module's or an instance's class can be reassigned), of the code it
+    runs (a function's __code__ can be swapped in place) and of the defaults, keyword defaults and globals it runs
+    with; immutable constants by value. A value is classified by its type alone, never by attributes it answers."""
     kind = type(value)
-    if kind is _FUNCTION:
-        fn, code = value, value.__code__
-    elif kind in _OPAQUE_TYPES:
+    if kind in _OPAQUE_TYPES:
         return (id(value),)
-    elif isinstance(value, _IMMUTABLE):
+    if issubclass(kind, _IMMUTABLE):
         return ("=", kind.__name__, repr(value)[:200])
-    else:
-        code = _code_of(value)
-        if code is None:
-            return (id(value),)
-        fn = getattr(value, "__func__", value)
-    return (id(value), id(code), id(getattr(fn, "__defaults__", None)), id(getattr(fn, "__kwdefaults__", None)),
-            id(getattr(fn, "__globals__", None)), id(getattr(fn, "__closure__", None)))
+    return (id(value), id(kind)) + (_deep(value) or ())
 
 
 def _namespace(prefix: str, ns: dict[str, Any], out: dict[str, tuple], skip: frozenset[str] = frozenset(),
@@ -180,10 +175,18 @@ def _kept(ns, keep: str) -> dict[str, Any]:
     return dict(ns) if keep == "all" else {k: v for k, v in ns.items() if _keeps(keep, v)}
 
 
+def _stored(ns):
+    """A namespace as its storage holds it: a plain dict or a class's proxy as they are, a dict subclass (a
+    watched object's ``__dict__`` can be replaced by one, whose own methods may answer otherwise) read through
+    ``dict``'s methods into a plain dict."""
+    return ns if type(ns) in (dict, MappingProxyType) else dict(dict.items(ns))
+
+
 def _spaces():
-    """``_sources``, each harness module's own classes after it as namespaces of their own: (prefix, namespace,
-    names skipped, what it keeps)."""
+    """``_sources``, each harness module's own classes after it as namespaces of their own: (prefix, namespace
+    as stored, names skipped, what it keeps)."""
     for prefix, ns, skip, keep, classes in _sources():
+        ns = _stored(ns)
         yield prefix, ns, skip, keep
         if classes:
             module = ns.get("__name__")
@@ -203,42 +206,73 @@ def snapshot() -> dict[str, tuple]:
 _FN_PARTS = attrgetter("__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__")
 
 
-def _deep(v: Any) -> tuple | None:
-    """What of ``v`` besides its identity a snapshot fingerprints (a function's code, defaults, globals and
-    closure), or None where that is nothing."""
-    if type(v) is _FUNCTION:
-        return (id(v.__code__), id(v.__defaults__), id(v.__kwdefaults__), id(v.__globals__), id(v.__closure__))
-    if type(v) in _OPAQUE_TYPES or isinstance(v, _IMMUTABLE):
+def _kw_entries(fns) -> tuple:
+    """The keyword defaults' names and values of ``fns``, in order, read through ``dict``'s own method (a
+    function's ``__kwdefaults__`` is a dict that can be changed in place, its identity kept)."""
+    return tuple(chain.from_iterable(chain.from_iterable(dict.items(f.__kwdefaults__)) for f in fns
+                                     if f.__kwdefaults__ is not None))
+
+
+def _parts(v: Any) -> tuple | None:
+    """The objects behind ``v``'s code: a function's (a static, class or bound method's function's) code,
+    defaults, keyword defaults, globals, closure and keyword defaults' entries; None where it has no code."""
+    kind = type(v)
+    if kind is _FUNCTION:
+        return _FN_PARTS(v) + _kw_entries((v,))
+    if kind in _OPAQUE_TYPES or issubclass(kind, _IMMUTABLE):
         return None
-    fp = _fingerprint(v)
-    return fp if len(fp) > 1 else None
+    code = _code_of(v)
+    if code is None:
+        return None
+    fn = getattr(v, "__func__", v)
+    return ((code, getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None),
+             getattr(fn, "__globals__", None), getattr(fn, "__closure__", None))
+            + (_kw_entries((fn,)) if type(fn) is _FUNCTION else ()))
+
+
+def _deep(v: Any) -> tuple | None:
+    """What of ``v`` besides its identity a snapshot fingerprints (``_parts``, as ids), or None where that is
+    nothing."""
+    parts = _parts(v)
+    return None if parts is None else tuple(map(id, parts))
 
 
 class _Space:
     """One namespace's marks: its names and values (the objects themselves, held here so that no identity can be
-    reused) and their types, and the deep fingerprints (``_deep``) of those that had one when the marks were
-    taken: for plain functions the objects of their code, defaults, globals and closure, compared by identity."""
+    reused while the marks stand) and their types, and for the values with code (functions; static, class and
+    bound methods) the objects behind it (``_parts``), held too. All are compared by identity."""
 
     def __init__(self, prefix: str, ns, skip: frozenset[str], keep: str):
         self.prefix = prefix
         self.names, self.values = _names_values(ns, skip)
         self.types = tuple(map(type, self.values))
-        at = [i for i, v in enumerate(self.values) if _keeps(keep, v) and _deep(v) is not None]
+        at = [i for i, v in enumerate(self.values) if _keeps(keep, v) and _parts(v) is not None]
         self.fns = tuple(self.values[i] for i in at if type(self.values[i]) is _FUNCTION)
-        self.parts = tuple(chain.from_iterable(map(_FN_PARTS, self.fns)))
+        # a function's keyword defaults set or cleared change its parts; only those it has are read again
+        self.kw_fns = tuple(f for f in self.fns if f.__kwdefaults__ is not None)
         self.others = tuple(self.values[i] for i in at if type(self.values[i]) is not _FUNCTION)
-        self.deep = tuple(map(_deep, self.others))
+        self.parts = self._parts_now()
+
+    def _parts_now(self) -> tuple:
+        """The marked values' parts as they are now, in one tuple: plain functions' (read at C speed), their
+        keyword defaults' entries, the other values'."""
+        now = chain.from_iterable(map(_FN_PARTS, self.fns))
+        if self.kw_fns:
+            now = chain(now, _kw_entries(self.kw_fns))
+        if self.others:
+            now = chain(now, chain.from_iterable(_parts(v) or () for v in self.others))
+        return tuple(now)
 
     def still(self, prefix: str, ns, skip: frozenset[str]) -> bool:
         """Whether ``ns`` holds the very objects it held, of the same types, in the same order, under the same
-        names, and its functions run the same code with the same defaults, globals and closures. Every comparison
-        is by identity (``is``) or of ids and plain strings, so no object of the namespace runs code of its own."""
+        names, and its values with code run the same code with the same defaults, globals and closures. Names,
+        values and types are compared over the namespace's storage (``_spaces`` gives plain dicts and class
+        proxies), so none of their own code runs there; the few values with code other than plain functions
+        are read through their attributes, after their types were found unchanged."""
         names, values = _names_values(ns, skip) if skip else (ns.keys(), ns.values())
         if prefix != self.prefix or not (_same(names, self.names) and _same(values, self.values)):
             return False
-        return (all(map(is_, map(type, self.values), self.types))  # an object's class can be reassigned
-                and all(map(is_, chain.from_iterable(map(_FN_PARTS, self.fns)), self.parts))
-                and tuple(map(_deep, self.others)) == self.deep)
+        return all(map(is_, map(type, self.values), self.types)) and _same(self._parts_now(), self.parts)
 
 
 def _same(now, marked: tuple) -> bool:

@@ -72,8 +72,7 @@ class BuildsAhead:
 
     def stop(self) -> None:
         self._stop.set()
-        with self.queue.changed:
-            self.queue.changed.notify_all()
+        self.queue.wake()
         self._thread.join(timeout=30)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -105,9 +104,7 @@ class BuildsAhead:
                 self.scan()
             except Exception:  # the database busy beyond its timeout: the next scan
                 pass
-            with self.queue.changed:  # a stop set before this lock is seen here; one set after, notifies
-                if not self._stop.is_set():
-                    self.queue.changed.wait(self.poll_s)
+            self.queue.idle(self._stop, self.poll_s)
 
 
 def start_apart(db: str | Path, device: str, workers: int, cores: set[int], log: str | Path) -> subprocess.Popen:

@@ -84,6 +84,18 @@ class JobQueue:
         self.conn.close()
         self._reader.close()
 
+    def wake(self) -> None:
+        """Wake every thread waiting on ``changed`` (``idle``, ``wait``)."""
+        with self.changed:
+            self.changed.notify_all()
+
+    def idle(self, stop: threading.Event, seconds: float) -> None:
+        """Wait up to ``seconds`` for a change, unless ``stop`` is set: a stop set before the lock is taken is seen
+        here, one set after wakes the wait (its setter calls ``wake``)."""
+        with self.changed:
+            if not stop.is_set():
+                self.changed.wait(seconds)
+
     def _read(self, query: str, args: tuple | list = ()) -> list[tuple]:
         with self._read_lock:
             return self._reader.execute(query, args).fetchall()
@@ -269,8 +281,7 @@ class _Tx:
         finally:
             self.q._lock.release()
         if kind is None:
-            with self.q.changed:
-                self.q.changed.notify_all()
+            self.q.wake()
 
 
 def _job(row: tuple) -> Job:

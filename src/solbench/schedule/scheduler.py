@@ -93,8 +93,7 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
-        with self.queue.changed:
-            self.queue.changed.notify_all()
+        self.queue.wake()
         self.executor.close()  # a job in flight is lost with its slot and put back by the next scheduler
         for t in self._threads:
             t.join(timeout=30)
@@ -133,9 +132,7 @@ class Scheduler:
             except Exception:  # the database busy beyond its timeout: try again
                 job = None
             if job is None:
-                with self.queue.changed:  # a stop set before this lock is seen here; one set after, notifies
-                    if not self._stop.is_set():
-                        self.queue.changed.wait(0.5)
+                self.queue.idle(self._stop, 0.5)
                 continue
             self.running[slot.name] = job
             try:

@@ -22,6 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from solbench.evaluate.candidate.profiling import VAR as CANDIDATE_VAR
+from solbench.evaluate.trusted.profiling import WORKER_VAR
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -39,9 +42,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="solbench-profile-") as where, \
             tempfile.TemporaryDirectory(prefix="solbench-candidate-profile-") as cand_where:
         os.chmod(where, 0o777)
-        env = dict(os.environ, SOLBENCH_WORKER_PROFILE=where)
+        env = dict(os.environ, **{WORKER_VAR: where})
         if args.candidate or args.dump_candidate:
-            env["SOLBENCH_CANDIDATE_PROFILE"] = cand_where
+            env[CANDIDATE_VAR] = cand_where
         cmd = [sys.executable, "-m", "solbench.cli", "eval", "--problem", args.problem, "--solution", args.solution,
                "--device", args.device, "--db", args.db]
         t0 = time.perf_counter()

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from solbench import tempdirs
 from solbench.evaluate.isolation.namespaces import PARENT_ENV
 from solbench.evaluate.isolation.sandbox import end_process
+from solbench.evaluate.trusted.profiling import WORKER_VAR
 from solbench.evaluate.trusted.report import WorkloadReport
 from solbench.evaluate.verdict import limits
 
@@ -50,8 +51,8 @@ def _worker_env(device: str) -> dict[str, str]:
     """What the worker's environment holds besides the scrubbed one: its device, and where a profiling run
     (``SOLBENCH_WORKER_PROFILE``, benchmarks only) wants its jobs' profiles; a candidate gets neither."""
     env = {"SOLBENCH_WORKER_DEVICE": device, PARENT_ENV: str(os.getpid())}
-    if os.environ.get("SOLBENCH_WORKER_PROFILE"):
-        env["SOLBENCH_WORKER_PROFILE"] = os.environ["SOLBENCH_WORKER_PROFILE"]
+    if os.environ.get(WORKER_VAR):
+        env[WORKER_VAR] = os.environ[WORKER_VAR]
     return env
 
 

@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 from solbench.evaluate.candidate.profiling import VAR
 
+#: the environment entry naming where a worker writes its jobs' profiles
+WORKER_VAR = "SOLBENCH_WORKER_PROFILE"
 #: the largest candidate profile copied out of a sandbox
 MAX_PROFILE_BYTES = 64 << 20
 
@@ -21,7 +23,7 @@ MAX_PROFILE_BYTES = 64 << 20
 def profiled(serve: Callable[..., int], job_path: str, chan, zygote) -> int:
     """``serve(job_path, chan, zygote)``, profiled where ``SOLBENCH_WORKER_PROFILE`` asks for it: the profile is
     written before the job's last message (the runner may kill this worker once it has it)."""
-    where = os.environ.get("SOLBENCH_WORKER_PROFILE")
+    where = os.environ.get(WORKER_VAR)
     if not where:
         return serve(job_path, chan, zygote)
     import cProfile

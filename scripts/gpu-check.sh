@@ -45,6 +45,8 @@ OUT=${OUT:-/tmp/solbench-gpu}
 mkdir -p "$OUT"
 export SOLBENCH_INSTAFAIL=1 PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH="$PWD/src"
+# each pytest stage ends with its slowest tests, so a stage's time can be traced to them from its log
+export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} --durations=15"
 if ls .whl/*.whl >/dev/null 2>&1; then
   # packages missing on the device machine travel as wheels (see docs/PERFORMANCE.md)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \

@@ -19,7 +19,8 @@
 #           PROFILE_ARGS, by default the Triton gelu_tanh_and_mul example), phases (one solution's cold eval a few
 #           times, by phase: PHASES_ARGS, by default rmsnorm's Triton example), agreement (the audit against each honest
 #           fixture's claim, repeated: how far each stands from a false reject; AGREEMENT_ARGS, e.g. "--honest --files
-#           cuda_graph_cache.py"), bench, ncu, calibrate, floor, start, probe, checks (the evaluation's own checks timed
+#           cuda_graph_cache.py"), bench, ncu, calibrate, floor, firstdraw (a workload's first input draw with
+#           the allocator's cache emptied and kept), start, probe, checks (the evaluation's own checks timed
 #           in-process on this host: benchmarks/bench_checks.py), repeat and repeat-nohold (run-to-run agreement with
 #           the held stream, the default, and without), profcost (what the language proof's profiler adds per solution:
 #           PROFCOST_N solutions, off and on), isolation (which step of the candidate's sandbox this machine's CUDA
@@ -161,6 +162,10 @@ run_stage() {
     calibrate) timeout 120 python3 -m solbench.cli calibrate --device cuda --db "$SOLBENCH_GPU_DB" </dev/null \
              2>&1 | tee "$OUT/calibrate.txt" ;;
     floor) timeout 120 python3 benchmarks/launch_floor.py </dev/null 2>&1 | tee "$OUT/floor.txt" ;;
+    firstdraw) # a workload's first input draw after the caching allocator was emptied, against one that found
+           # its blocks cached (benchmarks/probe_first_draw.py; rmsnorm's workloads)
+           timeout ${FIRSTDRAW_LIMIT:-90} python3 benchmarks/probe_first_draw.py --out "$OUT/firstdraw.json" \
+             </dev/null 2>&1 | tee "$OUT/firstdraw.txt" ;;
     checks) timeout ${CHECKS_LIMIT:-120} python3 benchmarks/bench_checks.py </dev/null 2>&1 | tee "$OUT/checks.txt" ;;
     start) timeout 120 python3 benchmarks/bench_worker_start.py --device cuda </dev/null 2>&1 | tee "$OUT/start.txt" ;;
     isolation) { timeout 100 python3 benchmarks/probe_isolation.py; timeout 100 python3 benchmarks/probe_isolation.py \

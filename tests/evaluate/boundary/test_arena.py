@@ -1,6 +1,7 @@
 """Arenas: the trusted side places tensors, the candidate's side sees the same bytes through the handle."""
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -29,6 +30,38 @@ def test_slots_round_trip_through_a_second_process(tmp_path):
     assert torch.equal(arena.view(slots[3]), x[:2, :2].to(torch.bfloat16))
     arena.close()
     assert not (tmp_path / arena.handle["path"]).exists()
+
+
+def test_a_link_renamed_over_the_arena_file_is_never_followed(tmp_path, monkeypatch):
+    """The arena's file lies in the candidate's own directory: a link renamed over it between its creation and its
+    mapping (a race the candidate can run) must lead the trusted side nowhere: nothing outside is created or
+    written, and the arena keeps working through the file it created."""
+    from solbench.evaluate.boundary import arena as arena_mod
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim, created = outside / "victim.txt", outside / "created_by_the_trusted_side"
+    victim.write_text("keep me")
+    private = tmp_path / "private"
+    private.mkdir()
+    real = arena_mod.tempfile.mkstemp
+
+    def raced(*args, **kwargs):  # the race won at once: links over the new file's path, both kinds
+        fd, path = real(*args, **kwargs)
+        link = Path(path + ".link")
+        link.symlink_to(victim if not raced.calls else created)
+        link.rename(path)
+        raced.calls += 1
+        return fd, path
+
+    raced.calls = 0
+    monkeypatch.setattr(arena_mod.tempfile, "mkstemp", raced)
+    for _ in range(2):
+        arena = Arena(1 << 12, torch.device("cpu"), private)
+        slot = arena.put(torch.arange(8, dtype=torch.float32))
+        assert torch.equal(arena.view(slot), torch.arange(8, dtype=torch.float32))
+        arena.close()
+    assert victim.read_text() == "keep me" and not created.exists()
 
 
 def test_an_arena_refuses_what_does_not_fit(tmp_path):

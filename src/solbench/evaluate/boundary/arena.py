@@ -16,9 +16,11 @@ trusted side never unpickles anything the candidate's process sends.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import pickle
 import tempfile
+import warnings
 from typing import Any
 
 import torch
@@ -63,6 +65,22 @@ def _ipc_pool_context():
     return torch.cuda.use_mem_pool(_pool)
 
 
+def _mapped_file(nbytes: int, directory: str | os.PathLike) -> tuple[torch.Tensor, str]:
+    """A new file of ``nbytes`` in ``directory`` (the candidate's own, which it can write), mapped through the
+    descriptor that created it: the path is never opened again on this side, so a link the candidate renames over
+    it (a race between the file's creation and its mapping) leads nowhere. ``mkstemp`` creates it exclusively,
+    following no link."""
+    fd, path = tempfile.mkstemp(dir=str(directory), prefix="arena-")
+    try:
+        os.ftruncate(fd, nbytes)
+        mapped = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+    with warnings.catch_warnings():  # a writable mapping: torch's warning about read-only buffers does not apply
+        warnings.simplefilter("ignore")
+        return torch.frombuffer(mapped, dtype=torch.uint8), path
+
+
 class Arena:
     """A byte buffer the trusted side lends to the candidate's process (trusted side)."""
 
@@ -78,12 +96,7 @@ class Arena:
             self.handle = {"kind": "cuda_ipc", "nbytes": nbytes,
                            "payload": pickle.dumps(reduce_tensor(self.buf)).hex()}
         else:
-            fd, self.path = tempfile.mkstemp(dir=str(directory), prefix="arena-")
-            try:
-                os.ftruncate(fd, nbytes)
-            finally:
-                os.close(fd)
-            self.buf = torch.from_file(self.path, shared=True, size=nbytes, dtype=torch.uint8)
+            self.buf, self.path = _mapped_file(nbytes, directory)
             self.handle = {"kind": "file", "nbytes": nbytes, "path": self.path}
 
     def reserve(self, shape, dtype: torch.dtype) -> dict[str, Any]:

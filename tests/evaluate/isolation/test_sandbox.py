@@ -46,6 +46,20 @@ def test_processes_the_candidate_starts_die_with_it(axpy, name, marker):
     assert _alive(marker) == [], "a candidate's process outlived the evaluation"
 
 
+def test_the_filter_is_in_place_before_the_solutions_import(axpy):
+    """Code run at import runs under the system-call filter already (before, it could load a filter of its own
+    that refused the harness's): a thread started there, one that ends before the first call and leaves nothing
+    for a later check to find, is refused, and the import fails as a verdict."""
+    from solbench.evaluate.isolation import seccomp
+
+    if not seccomp.available(True):
+        pytest.skip("seccomp cannot be loaded here")
+    src = ("import threading\nimport torch\n\n_t = threading.Thread(target=lambda: None)\n_t.start()\n_t.join()\n\n\n"
+           "def run(x, y, alpha):\n    return torch.add(y, x, alpha=alpha)\n")
+    ev = _eval(axpy, inline_solution(axpy, "thread_at_import", src))
+    assert ev.verdict != "passed" and "thread" in (ev.message or "").lower(), (ev.verdict, ev.message)
+
+
 @needs_ns
 def test_no_network(axpy):
     server = socket.socket()

@@ -18,9 +18,10 @@ fresh harness snapshot, compared on the trusted side with the one taken before t
   -> ``audited`` (``audited``)
 - ``exit``
 
-Once the solution is loaded the process installs its system-call filter (``seccomp``); the trusted side reads
-from outside whether it is in place. A ``load`` with ``null`` set loads no solution: its calls launch one empty
-kernel (the null candidate against which the audit's hand-over is calibrated).
+Before any of the solution's code runs (its import included) the process installs its system-call filter
+(``seccomp``); the trusted side reads from outside whether it is in place. A ``load`` with ``null`` set loads no
+solution: its calls launch one empty kernel (the null candidate against which the audit's hand-over is
+calibrated).
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ class Candidate:
         tamper.watch("channel", chan, mutable={"nonce"})
         if self.streams is not None:
             tamper.watch("streams", self.streams, mutable={"in_candidate", "timed"})
+        self._filter()
         self.harness = tamper.Harness()  # before any of the solution's code is imported
         self.baseline = self.harness.digest
         self.fn = None
@@ -110,7 +112,16 @@ class Candidate:
         else:
             self._in_solution(lambda: setattr(self, "fn", self.language.load(Path(load["staged"]), load["entry_file"],
                                                                               load["function"])))
-        sealed = seccomp.sealed(self.language.compiled, self.device_name)
+        if self.language.compiled and self.seccomp is None:  # no executable memory made from here on
+            self.seccomp = seccomp.install_native()
+
+    def _filter(self) -> None:
+        """The system-call filter, installed before any of the solution's code runs (its import included): code
+        run at import could otherwise install a filter of its own that refuses the harness's, or start the
+        threads and processes the seal forbids. The thread pools and the profiler's threads a sealed process
+        needs are started first. A compiled language's rule against executable memory follows its verified
+        library's load (``install_native``)."""
+        torch, sealed = self.torch, seccomp.sealed(self.language.compiled, self.device_name)
         if sealed:
             calls.warm_threads(torch)
         if sealed and self.cuda:  # the profiler's threads (CUPTI rounds, the language proof) start before the seal
@@ -118,7 +129,7 @@ class Candidate:
                 language.profile_kernels(lambda: torch.zeros(1, device=self.dev).add_(1))
             except Exception as exc:
                 print(f"solbench: the profiler did not start before the seal: {exc}", file=sys.stderr, flush=True)
-        self.seccomp = seccomp.install(sealed, native=self.language.compiled)
+        self.seccomp = seccomp.install(sealed)
 
     def _null(self, *args) -> None:
         if self.cuda:

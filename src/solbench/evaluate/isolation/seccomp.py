@@ -1,9 +1,10 @@
-"""The candidate's system-call filter: what its process may still ask of the kernel once the solution is loaded.
+"""The candidate's system-call filter: what its process may ask of the kernel while the solution's code runs.
 
-Installed with libseccomp (through ``pyseccomp``) in the candidate's process after the solution's import and,
-for a compiled language, after its verified library is loaded; irreversible, and inherited by every thread
-and child. A denied call fails with EPERM (clone3 with ENOSYS, so the C library falls back to clone, which the
-filter can inspect). What code can do is decided here by the system calls it makes, however it is spelled: an
+Installed with libseccomp (through ``pyseccomp``) in the candidate's process before any of the solution's code
+runs (its import included: code run at import could otherwise load a filter of its own that refuses this one);
+for a compiled language the rules against executable memory follow in a second filter once its verified library
+is loaded. Irreversible, and inherited by every thread and child. A denied call fails with EPERM (clone3 with
+ENOSYS, so the C library falls back to clone, which the filter can inspect). What code can do is decided here by the system calls it makes, however it is spelled: an
 asm label, a hand-written ``syscall`` instruction or a Python route all end at the same calls.
 
 Profiles (``rules``):
@@ -64,17 +65,31 @@ def rules(seal: bool, native: bool = False) -> list[tuple[str, int, tuple]]:
         out += [(name, errno.EPERM, ()) for name in SEALED]
         out += [("clone", errno.EPERM, ()), ("clone3", errno.ENOSYS, ())]
     if seal and native:
-        out += [("mprotect", errno.EPERM, ((2, "MASKED_EQ", PROT_EXEC, PROT_EXEC),)),
-                ("pkey_mprotect", errno.EPERM, ((2, "MASKED_EQ", PROT_EXEC, PROT_EXEC),)),
-                ("mmap", errno.EPERM, ((2, "MASKED_EQ", PROT_EXEC, PROT_EXEC),
-                                       (3, "MASKED_EQ", MAP_ANONYMOUS, MAP_ANONYMOUS)))]
+        out += native_rules()
     else:
         out += [("clone3", errno.ENOSYS, ())]  # clone3's flags sit behind a pointer: glibc falls back to clone
     return out
 
 
+def native_rules() -> list[tuple[str, int, tuple]]:
+    """A compiled language's denials of executable memory made at run time (``rules``' ``native`` part)."""
+    return [("mprotect", errno.EPERM, ((2, "MASKED_EQ", PROT_EXEC, PROT_EXEC),)),
+            ("pkey_mprotect", errno.EPERM, ((2, "MASKED_EQ", PROT_EXEC, PROT_EXEC),)),
+            ("mmap", errno.EPERM, ((2, "MASKED_EQ", PROT_EXEC, PROT_EXEC),
+                                   (3, "MASKED_EQ", MAP_ANONYMOUS, MAP_ANONYMOUS)))]
+
+
 def install(seal: bool, native: bool = False) -> str | None:
     """Load the filter into this process; returns None, or why it could not be loaded."""
+    return _load(rules(seal, native))
+
+
+def install_native() -> str | None:
+    """Add the native rules (a second filter, stacked on the first: filters only ever add denials)."""
+    return _load(native_rules())
+
+
+def _load(denials: list[tuple[str, int, tuple]]) -> str | None:
     sc = _sc
     if sc is None:
         return _MISSING
@@ -82,7 +97,7 @@ def install(seal: bool, native: bool = False) -> str | None:
     try:
         f = sc.SyscallFilter(defaction=sc.ALLOW)
         f.set_attr(sc.Attr.CTL_TSYNC, 1)  # every thread of the process, not only the caller
-        for name, code, conds in rules(seal, native):
+        for name, code, conds in denials:
             args = [sc.Arg(c[0], ops[c[1]], *c[2:]) for c in conds]
             try:
                 f.add_rule(sc.ERRNO(code), name, *args)

@@ -82,8 +82,9 @@ CODES: dict[str, Code] = {c.id: c for c in (
     _c("input_mutation", _R, "A call changed an input it does not declare as updated in place.", _HACK),
     _c("stale_memory", _R, "Wrong on the first call and right on the repeat call on the same inputs: the output "
        "came from memory left behind, not from the call's work.", _HACK),
-    _c("result_forgery", _R, "A message from the candidate's process was malformed or out of turn, or an "
-       "audited call's result was refused.", _HACK),
+    _c("result_forgery", _R, "A message from the candidate's process was malformed or out of turn, or a timed "
+       "or audited call's result was refused (not of its slot's shape and dtype, or the slot's own memory).",
+       _HACK),
     _c("tensor_subclass", _R, "A call returned a tensor subclass or a lazy object in place of a plain tensor.",
        _HACK),
     # time

@@ -1,10 +1,11 @@
 """The ring of timed-call slots (evaluate/boundary/ring.py): fresh inputs per slot, sentinel-filled outputs the trusted side
 reads itself, and the candidate's view of a slot."""
 
+import pytest
 import torch
 
 from solbench.evaluate.boundary import ring
-from solbench.evaluate.boundary.arena import Arena
+from solbench.evaluate.boundary.arena import Arena, view
 
 
 def _draw(seed):
@@ -35,9 +36,18 @@ def test_every_slot_gets_its_own_draw_and_the_trusted_side_keeps_it(tmp_path):
     cand.store(1, [torch.ones(4, 6), torch.zeros(3, dtype=torch.int64), torch.zeros(2, dtype=torch.bool)])
     assert tr.unwritten_slots(3) == [0, 2]
     assert torch.equal(tr.outputs_of(1)[0], torch.ones(4, 6))
-    # a result of the wrong shape is not copied: its slot keeps the sentinel
+    # a result of the wrong shape, a missing one, or the slot's own memory (written there by the solution, which
+    # can reach the whole ring in its process) is refused, never left for the slot's sentinel to tell
     cand.prepare(2)
-    cand.store(2, [torch.ones(5, 6), torch.zeros(3, dtype=torch.int64), torch.zeros(2, dtype=torch.bool)])
+    spec = ring.slot_spec(layout.describe()["outputs"][0], 2)
+    own = view(tr.arena.buf, spec)
+    shifted = view(tr.arena.buf, dict(spec, offset=spec["offset"] + 4))  # the slot's bytes but its first element's
+    for bad in ([torch.ones(5, 6), torch.zeros(3, dtype=torch.int64), torch.zeros(2, dtype=torch.bool)],
+                [torch.ones(4, 6), None, torch.zeros(2, dtype=torch.bool)], [torch.ones(4, 6)],
+                [own, torch.zeros(3, dtype=torch.int64), torch.zeros(2, dtype=torch.bool)],
+                [shifted, torch.zeros(3, dtype=torch.int64), torch.zeros(2, dtype=torch.bool)]):
+        with pytest.raises(ring.SlotRefused):
+            cand.store(2, bad)
     assert 2 in tr.unwritten_slots(3)
     # a refill puts every output room back to its sentinel
     tr.fill(14, 3)

@@ -316,6 +316,24 @@ def test_every_audited_call_is_checked_for_presence_whatever_the_share():
     assert len(judged) == 20 == check.checked
 
 
+def test_the_cpus_audit_judges_every_call():
+    """On the CPU (one call per bracket) every audited call is judged against the reference, as every timed call
+    is: a call answered cheaply and wrongly, which would pull the audit's low quantile down, is always found."""
+    import torch
+
+    from solbench.evaluate.timing.audit_recheck import Recheck
+
+    judged = []
+    every = Recheck(lambda outs, inputs, after: judged.append(1) or None, every=True)
+    for _ in range(40):
+        every([torch.ones(4)], [], [], {"seed": 0}, 1)
+    assert len(judged) == 40 == every.checked
+    drawn = Recheck(lambda outs, inputs, after: None)
+    for _ in range(40):
+        drawn([torch.ones(4)], [], [], {"seed": 0}, 1)
+    assert drawn.checked < 40  # a share (0.4) elsewhere: the chance all 40 are drawn is 1e-16
+
+
 def test_a_forgery_whose_second_audit_cannot_be_made_stands_convicted(monkeypatch):
     """A solution that lets the first audit see its work and then stalls the second (its host side past every
     hold) gains nothing: the first audit's finding stands."""

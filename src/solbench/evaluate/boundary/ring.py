@@ -188,6 +188,37 @@ class TrustedRing:
         return out
 
 
+class SlotRefused(ValueError):
+    """A call's output that cannot go into its slot: not a tensor of the slot's shape and dtype (nor a number for a
+    one-element slot), or the slot's own memory."""
+
+
+def stored(x: Any, dst: torch.Tensor) -> None:
+    """Copy output ``x`` into its slot ``dst``, or refuse it (``SlotRefused``). An output that is the slot's own
+    memory was written there by the solution rather than returned by the call (its copy, which the audit's
+    calibration counts, would be skipped), so it is refused like one of the wrong shape: the call's result must be
+    the call's."""
+    if type(x) is torch.Tensor and tuple(x.shape) == tuple(dst.shape) and x.dtype == dst.dtype:
+        if x.numel() and _overlap(x, dst):
+            raise SlotRefused("an output in the harness's own slot, not one the call made")
+        dst.copy_(x)
+    elif type(x) in (int, float, bool) and dst.numel() == 1:
+        dst.fill_(x)
+    else:
+        what = f"{tuple(x.shape)} {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise SlotRefused(f"an output of {what} where the slot holds {tuple(dst.shape)} {dst.dtype}")
+
+
+def _overlap(x: torch.Tensor, dst: torch.Tensor) -> bool:
+    """Whether ``x``'s bytes (any strides; torch's are never negative) and ``dst``'s (a dense slot) meet."""
+    if x.device != dst.device:
+        return False
+    lo = x.data_ptr()
+    hi = lo + (sum((n - 1) * st for n, st in zip(x.shape, x.stride())) + 1) * x.element_size()
+    start = dst.data_ptr()
+    return lo < start + dst.numel() * dst.element_size() and start < hi
+
+
 def own_copy(x: Any, k: int) -> Any:
     """A copy of ``x`` in a buffer of the candidate's own with room for ``CandidateRing.OFFSETS`` offsets, at
     offset k: a checked call's inputs look like a timed call's (same storage size, shifting addresses)."""
@@ -254,16 +285,15 @@ class CandidateRing:
 
     def store(self, k: int, produced: list[Any]) -> None:
         """Copy call k's outputs into slot k: a destination-passing call's buffers, or the returned result (checked
-        to be plain tensors before its end event). A tensor of the wrong shape or dtype is not copied, so the slot
-        keeps its sentinel and the trusted side finds the call's output missing. In-place inputs go back too."""
+        to be plain tensors before its end event). Anything else is refused (``stored``): the slot's sentinel is no
+        proof that nothing wrote there, since code in this process can reach the whole ring. In-place inputs go
+        back too."""
         _, args, outs = self._current
         produced = outs if self.dps else produced
+        if len(produced) < len(self.outputs):
+            raise SlotRefused(f"{len(produced)} outputs where the call has {len(self.outputs)}")
         for x, b in zip(produced, self.outputs):
-            dst = view(self.buf, slot_spec(b, k))
-            if type(x) is torch.Tensor and tuple(x.shape) == tuple(dst.shape) and x.dtype == dst.dtype:
-                dst.copy_(x)
-            elif type(x) in (int, float, bool) and dst.numel() == 1:
-                dst.fill_(x)
+            stored(x, view(self.buf, slot_spec(b, k)))
         for x, b in zip(args, self.inputs):  # in-place inputs as the call left them: part of its result
             if b is not None and b.get("inplace"):
                 view(self.buf, slot_spec(b, k)).copy_(x)

@@ -37,7 +37,7 @@ def serve(cand, msg: dict[str, Any]) -> None:
     cfg = rounds.TimingConfig(**msg.get("timing", {}))
     fn = cand.fn
     streams = cand.streams
-    refused: list[str] = []
+    refused: list[tuple[str, str]] = []  # (the reason code, why)
 
     def timed_call(k: int):
         args = slots.args(k)
@@ -52,11 +52,15 @@ def serve(cand, msg: dict[str, Any]) -> None:
     def check(result) -> None:  # before the end event: a result that would compute when read is refused
         why = calls.not_plain(result)
         if why:
-            refused.append(why)
+            refused.append(("tensor_subclass", why))
             raise ResultRefused(why)
 
     def after(k: int, result) -> None:
-        slots.store(k, calls.as_list(result))
+        try:
+            slots.store(k, calls.as_list(result))
+        except ring.SlotRefused as exc:  # an output the call did not make: a forged result
+            refused.append(("result_forgery", str(exc)))
+            raise ResultRefused(str(exc)) from None
 
     if kinds and kinds[0] == "warm" or cand.hold is None:
         cand.hold = rounds.Hold(cfg, msg.get("max_sm_clock_mhz"))
@@ -76,8 +80,9 @@ def serve(cand, msg: dict[str, Any]) -> None:
         return
     except ResultRefused:
         codes, digest = cand.checked()
-        print(f"solbench: a timed call's result was refused: {refused[0]}", file=sys.stderr, flush=True)
-        cand.chan.send(type="timed", codes=codes + ["tensor_subclass"], harness=digest, refused=True)
+        code, why = refused[0]
+        print(f"solbench: a timed call's result was refused: {why}", file=sys.stderr, flush=True)
+        cand.chan.send(type="timed", codes=codes + [code], harness=digest, refused=True)
         return
     except Exception as exc:
         cand.report_failure("timed", exc)

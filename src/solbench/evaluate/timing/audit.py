@@ -146,7 +146,7 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
     _begin(sub, slots, values)
     audit = Audit(method="stamps" if cuda else "cpu_time", overhead_ms=calib.overhead_ms, call_ms=calib.call_ms,
                   group=m)
-    check = Recheck(recheck, boost=max(1.0, n / SHORT_LOOK) if enough is not None else 1.0)
+    check = Recheck(recheck, boost=max(1.0, n / SHORT_LOOK) if enough is not None else 1.0, every=not cuda)
     drawn = 0
     try:
         own = {m: engine.own_ms(probe, m)}

@@ -1,6 +1,6 @@
 """The audit's judgement of its calls' outputs (``audit``): every audited call's outputs checked for presence (no
 sentinel of the pre-fill left: a call that did not do its work by its end), and a share of them, drawn by the
-trusted side after the bracket, against the reference."""
+trusted side after the bracket (on the CPU every one), against the reference."""
 
 from __future__ import annotations
 
@@ -19,10 +19,12 @@ class Recheck:
     """An audited call's outputs judged: each one for presence (no sentinel left), a share against the reference
     too, drawn by the trusted side (``recheck_share``); ``recheck`` None (a null candidate) judges nothing."""
 
-    def __init__(self, recheck: Callable | None, boost: float = 1.0):
+    def __init__(self, recheck: Callable | None, boost: float = 1.0, every: bool = False):
         """``boost``: how many times ``recheck_share`` a call is judged (a short audit's fewer brackets, each
-        judging more of its calls: ``audit.SHORT_LOOK``)."""
-        self.recheck, self.checked, self.boost = recheck, 0, boost
+        judging more of its calls: ``audit.SHORT_LOOK``); ``every``: judge every call (the CPU's audit, as its
+        timed calls: with one call per bracket a call answered cheaply and wrongly would otherwise lower the
+        audit's low quantile, and so its resolution, whenever it was not drawn)."""
+        self.recheck, self.checked, self.boost, self.every = recheck, 0, boost, every
         self.rng = random.Random(secrets.randbits(64))
 
     def __call__(self, outs: list[Any], inputs: list[Any], after: list[Any], key: dict[str, int],
@@ -31,7 +33,8 @@ class Recheck:
         whether its outputs still hold a sentinel, where already known (``unwritten_calls``)."""
         if unwritten is None:
             unwritten = _unwritten(outs)
-        if self.recheck is None or not (unwritten or self.rng.random() < recheck_share(group) * self.boost):
+        if self.recheck is None or not (unwritten or self.every
+                                        or self.rng.random() < recheck_share(group) * self.boost):
             return
         self.checked += 1
         bad = self.recheck(outs, inputs, after)

@@ -895,18 +895,28 @@ def test_indirection_resolves_to_the_real_name(src, rule):
     'import triton.language as tl\nacc = getattr(tl, "float32")\n',
     "import math\ndef fn(name):\n    return getattr(math, name)\n",
     "import torch\nDTYPES = {'float16': torch.float16, 'float32': torch.float32}\ndef dt(name):\n    return DTYPES[name]\n",
-    "class K:\n    def get(self, name):\n        return getattr(self, name)\n",
-    "class K:\n    def get(self, name):\n        return getattr(self.cfg, name, None)\n",
     'def block(config):\n    return getattr(config, "BLOCK", 64)\n',
     'def cuda(x):\n    return getattr(x, "is_cuda", False)\n',
     'def label(fn):\n    return getattr(fn, "__name__", "kernel")\n',
     'def sizes(cfg):\n    return [getattr(cfg, k) for k in ("BLOCK_M", "BLOCK_N")]\n',
-    "def f(args):\n    return vars(args)\n",
-    "class K:\n    def state(self):\n        return dict(self.__dict__)\n",
     "import operator\nkey = operator.attrgetter('shape')\n",
 ])
 def test_honest_name_lookups_are_not_indirection(src):
     assert rejects(src) == set()
+
+
+@pytest.mark.parametrize("src", [
+    "class K:\n    def get(self, name):\n        return getattr(self, name)\n\nb = K.get(len, '__se' + 'lf__')\n",
+    "class K:\n    def get(self, name):\n        return getattr(self.cfg, name, None)\n",
+    "def f(args):\n    return vars(args)\n\nns = f(type(int))\n",
+    "class K:\n    def state(self):\n        return dict(self.__dict__)\n\nns = K.state(type)\n",
+    "class K:\n    def __init__(self):\n        self.f = len\n        self.b = self.f.__self__\n",
+])
+def test_the_solutions_own_objects_are_no_way_around_the_allowlist(src):
+    """``self`` is only a parameter (``K.get(len, name)`` calls the method with ``len`` in its place) and an
+    attribute of it holds whatever was put there, so computed names, ``vars`` and dunders get no exemption on the
+    solution's own objects: a red-team review (2026-12-07) reached builtins through each of these."""
+    assert "module_indirection" in rejects(src)
 
 
 @pytest.mark.parametrize("src,rule", [

@@ -5,12 +5,14 @@ from __future__ import annotations
 import ast
 
 from .folding import DECODERS
+from .names import BUILTIN_NAMES
 from .rules import (
     REJECT,
     cpp_pattern,
     names,
     on_attr,
     on_call,
+    on_string,
     on_target,
     rule,
     src,
@@ -33,7 +35,8 @@ names(
     "torch.cuda.CUDAPluggableAllocator torch.cuda.change_current_allocator torch.cuda.memory.CUDAPluggableAllocator "
     "torch.cuda.memory.change_current_allocator typing.get_type_hints typing.ForwardRef typing.evaluate_forward_ref "
     "typing_extensions.get_type_hints typing_extensions.get_annotations typing_extensions.ForwardRef "
-    "typing_extensions.evaluate_forward_ref tvm.runtime.load_module tvm_ffi.load_module",
+    "typing_extensions.evaluate_forward_ref tvm.runtime.load_module tvm_ffi.load_module "
+    "functools.singledispatch functools.singledispatchmethod inspect.get_annotations annotationlib",
 )
 cpp_pattern("dynamic_code", r"\b(?:dlopen|dlsym|dlmopen|dlvsym|LoadLibrary\w*|GetProcAddress|PyRun_\w+|"
                             r"Py_CompileString\w*|PyEval_EvalCode\w*|PyImport_ExecCode\w*)\b",
@@ -139,3 +142,69 @@ def namespace_lookup(s, node: ast.Subscript) -> None:
 def code_replacement(s, tgt: ast.Attribute, value, anchor: ast.AST) -> None:
     if tgt.attr == "__code__":
         s.add("dynamic_code", anchor, f"replaces a function's code: {src(tgt)}")
+
+
+#: namespaces whose names library code pastes into source it runs (dataclasses builds ``__init__`` and ``__eq__``
+#: from them), or whose string values it evaluates (``typing.get_type_hints``, reached from inside
+#: ``functools.singledispatch``'s ``register``)
+CODE_NAMESPACES = frozenset({"__annotations__", "__dataclass_fields__"})
+
+
+@visits("dynamic_code", ast.Name)
+def annotation_names(s, node: ast.Name) -> None:
+    """``__annotations__`` named in the solution (a class body's own, assigned or changed by hand): its names
+    become source that ``dataclasses`` runs."""
+    if node.id in CODE_NAMESPACES:
+        s.add("dynamic_code", node, f"names {node.id}, whose entries library code turns into source it runs")
+
+
+@on_string("dynamic_code")
+def annotation_namespace_by_name(s, node: ast.AST, text: str) -> None:
+    """``setattr(C, "__annotations__", ...)``, ``type("C", (), {"__annotations__": ...})``."""
+    if text in CODE_NAMESPACES:
+        s.add("dynamic_code", node, f"names {text}, whose entries library code turns into source it runs")
+
+
+#: what a type written as text may hold: names, dotted names, subscripts, tuples and lists of them, ``X | Y``
+_TYPE_NODES = (ast.Expression, ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Constant,
+               ast.BinOp, ast.BitOr, ast.Load)
+#: the builtins a type written as text may name (the others are functions: ``"exec"`` would hand one out)
+_BUILTIN_TYPES = frozenset({"int", "float", "complex", "bool", "str", "bytes", "list", "dict", "tuple", "set",
+                            "frozenset", "type", "object", "slice", "range"})
+
+
+def _type_text(text: str) -> bool:
+    """Whether ``text`` only names a type: parsed, it holds nothing but ``_TYPE_NODES``, no private or dunder
+    name, no builtin but a type, and its nested strings are types too."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return False
+    for n in ast.walk(tree):
+        if not isinstance(n, _TYPE_NODES):
+            return False
+        name = n.id if type(n) is ast.Name else n.attr if type(n) is ast.Attribute else None
+        if name is not None and (name.startswith("_") or (name in BUILTIN_NAMES and name not in _BUILTIN_TYPES)):
+            return False
+        if type(n) is ast.Constant and n.value is not None and n.value is not Ellipsis and not (
+                isinstance(n.value, str) and _type_text(n.value)):
+            return False
+    return True
+
+
+@visits("dynamic_code", ast.arg, ast.AnnAssign, ast.FunctionDef, ast.AsyncFunctionDef)
+def string_annotation(s, node: ast.AST) -> None:
+    """An annotation written as a string is code that ``typing.get_type_hints`` evaluates, out of the scan's sight
+    (``functools.singledispatch``'s ``register`` calls it): a string annotation may only name a type
+    (``_type_text``: a forward reference such as ``"OrderedDict[Mode, Callable]"``)."""
+    ann = node.returns if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else node.annotation
+    for sub in ast.walk(ann) if ann is not None else ():
+        if type(sub) is ast.Constant and isinstance(sub.value, str) and not _type_text(sub.value):
+            s.add("dynamic_code", sub, f"an annotation holds code as text: {sub.value[:60]!r}")
+
+
+@visits("dynamic_code", ast.keyword)
+def eval_str(s, node: ast.keyword) -> None:
+    """``inspect.signature(f, eval_str=True)`` and the like evaluate a function's annotations as code."""
+    if node.arg == "eval_str":
+        s.add("dynamic_code", node, "eval_str= evaluates annotations as code")

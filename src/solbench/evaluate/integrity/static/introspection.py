@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import ast
+import re
 
-from .rules import REJECT, cpp_pattern, names, on_attr, on_call, on_name, rule, src
+from .rules import REJECT, cpp_pattern, names, on_attr, on_call, on_name, on_string, rule, src, visits
 
 rule("frame_or_gc_walk", REJECT,
      "Walking frames or the garbage collector reaches the harness's expected outputs and timers.")
@@ -91,14 +92,6 @@ def sensitive(name: str) -> bool:
     return False
 
 
-def _own_object(node: ast.AST) -> bool:
-    """``self``, ``cls`` and attributes of them: the solution's own objects (a module stored on one is a finding
-    of its own: ``module_indirection``, a module used as a value)."""
-    while type(node) is ast.Attribute:
-        node = node.value
-    return type(node) is ast.Name and node.id in ("self", "cls")
-
-
 def safe_base(name: str | None) -> bool:
     return name in SAFE_ROOTS
 
@@ -131,7 +124,7 @@ def attribute_by_name(s, node: ast.Call, r: str) -> None:
         if _drawn_from_listing(s, name_arg):
             s.add("module_indirection", node, f"{r}() with a name drawn from a namespace listing: {src(name_arg)}")
             return
-        if base_node is not None and (_own_object(base_node) or safe_base(s.resolve(base_node))):
+        if base_node is not None and safe_base(s.resolve(base_node)):
             return
         on = f" on {src(base_node)}" if base_node is not None else ""
         s.add("module_indirection", node, f"{r}() with a computed name{on}: {src(name_arg)}")
@@ -148,11 +141,15 @@ def attribute_by_name(s, node: ast.Call, r: str) -> None:
 
 @on_call("module_indirection", "vars")
 def module_vars(s, node: ast.Call, r: str) -> None:
-    """``vars(sys)`` (a module's namespace as a dict) and ``vars()`` (this module's, with its __builtins__)."""
+    """``vars(sys)`` (a module's namespace as a dict), ``vars()`` (this module's, with its __builtins__), and
+    ``vars`` of anything but the solution's own instance (``self``): a class's or a type's namespace holds
+    ``__annotations__``, ``__subclasses__`` and the rest of what the attribute allowlist keeps out."""
     if not node.args:
         s.add("module_indirection", node, "vars() hands out the module namespace")
     elif s.resolve(node.args[0]):
         s.add("module_indirection", node, f"vars({src(node.args[0])}) reads a module's namespace")
+    elif not (type(node.args[0]) is ast.Name and node.args[0].id == "self"):
+        s.add("module_indirection", node, f"vars({src(node.args[0])}) reads a namespace by name")
 
 
 @on_call("module_indirection", "globals")
@@ -185,3 +182,45 @@ def lookup_function_as_value(s, name: str, node: ast.AST, what: str) -> None:
         p = node._sb_parent
         if not (type(p) is ast.Call and p.func is node):
             s.add("module_indirection", node, f"uses {name} as a value, not a call")
+
+
+#: dunders a solution may read on any object: those that only describe it or are everyday protocol;
+#: ``__annotations__`` and ``__dataclass_fields__`` are out (library code pastes the names they hold into source it
+#: runs: ``dynamic_code.annotation_names``)
+READABLE_DUNDERS = BENIGN_DUNDERS - {"__annotations__", "__dataclass_fields__"}
+#: attribute names that reach a capability whatever object holds them (``numpy_array.ctypes`` is the door to the
+#: ctypes module); ``modules``, ``compile`` and ``eval`` are everyday method names of models and patterns
+UNRESOLVED_SENSITIVE = (SENSITIVE_NAMES - {"modules", "compile", "eval"}) | {"ctypes", "_ctypes"}
+
+
+@visits("module_indirection", ast.Attribute)
+def attribute_allowlist(s, node: ast.Attribute) -> None:
+    """An allowlist for attributes: a dunder outside ``READABLE_DUNDERS`` on any object (``[len][0].__self__`` is
+    the builtins module, ``torch.save.__defaults__`` holds the pickle module, a builtin's ``__self__`` is the C
+    module it came from, not the one it is found in), and on a value the scan cannot follow (an element of a list,
+    a parameter, a call's result, an attribute of the solution's own objects) a name of ``UNRESOLVED_SENSITIVE``,
+    are indirections the name table cannot see. A name on a base that resolves is the name table's to judge."""
+    attr = node.attr
+    if attr.startswith("__") and attr.endswith("__"):
+        if attr not in READABLE_DUNDERS:
+            s.add("module_indirection", node, f"reaches {attr} of {src(node.value)}")
+        return
+    if attr in UNRESOLVED_SENSITIVE and not s.resolve(node.value):
+        s.add("module_indirection", node, f"reaches {attr} on a value the scan cannot follow: {src(node.value)}")
+
+
+_FIELD = re.compile(r"\{([^{}!:]*)")
+
+
+@on_string("module_indirection")
+def format_fields(s, node: ast.AST, text: str) -> None:
+    """A format string's fields read attributes and items by name (``"{0.f_globals}".format(frame)``): a field
+    that reaches a dunder outside ``READABLE_DUNDERS`` or a sensitive name is an attribute read out of the scan's
+    sight."""
+    if "{" not in text:
+        return
+    for field in _FIELD.findall(text):
+        for part in re.split(r"[.\[\]]", field)[1:]:
+            if (part.startswith("__") and part not in READABLE_DUNDERS) or part in UNRESOLVED_SENSITIVE:
+                s.add("module_indirection", node, f"a format field reads {part}: {text[:60]!r}")
+                return

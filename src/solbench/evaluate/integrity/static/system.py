@@ -165,3 +165,29 @@ def file_method(s, node: ast.Call, r: str | None) -> None:
     f = node.func
     if r is None and isinstance(f, ast.Attribute) and f.attr in _FILE_METHODS:
         s.add("file_io", node, f"file access via .{f.attr}()")
+
+
+#: the attributes through which numpy and torch take a buffer at an address an object states
+ADDRESS_PROTOCOLS = frozenset({"__array_interface__", "__cuda_array_interface__", "__array_struct__"})
+
+
+def _stated(node: ast.AST) -> str | None:
+    """The name a node sets or defines: an attribute stored, a name, a function's name, a string constant (a
+    dict's key, ``setattr``'s name)."""
+    t = type(node)
+    if t is ast.Attribute:
+        return node.attr if type(node.ctx) is ast.Store else None
+    if t is ast.Name:
+        return node.id
+    if t in (ast.FunctionDef, ast.AsyncFunctionDef):
+        return node.name
+    return node.value if t is ast.Constant and isinstance(node.value, str) else None
+
+
+@visits("process_memory", ast.Attribute, ast.Name, ast.FunctionDef, ast.AsyncFunctionDef, ast.Constant)
+def stated_address(s, node: ast.AST) -> None:
+    """An object of the solution's that states an array interface (set, defined, or named in a dict) hands numpy
+    or torch any address it likes: raw memory to read and write. Reading a tensor's is everyday interop."""
+    name = _stated(node)
+    if name in ADDRESS_PROTOCOLS:
+        s.add("process_memory", node, f"states {name}: an address numpy or torch would read and write")

@@ -4,8 +4,9 @@ Installed with libseccomp (through ``pyseccomp``) in the candidate's process bef
 runs (its import included: code run at import could otherwise load a filter of its own that refuses this one);
 for a compiled language the rules against executable memory follow in a second filter once its verified library
 is loaded. Irreversible, and inherited by every thread and child. A denied call fails with EPERM (clone3 with
-ENOSYS, so the C library falls back to clone, which the filter can inspect). What code can do is decided here by the system calls it makes, however it is spelled: an
-asm label, a hand-written ``syscall`` instruction or a Python route all end at the same calls.
+ENOSYS, so the C library falls back to clone, which the filter can inspect). What code can do is decided here by
+the system calls it makes, however it is spelled: an asm label, a hand-written ``syscall`` instruction or a
+Python route all end at the same calls.
 
 Profiles (``rules``):
 

@@ -910,6 +910,7 @@ def test_honest_name_lookups_are_not_indirection(src):
     "class K:\n    def get(self, name):\n        return getattr(self.cfg, name, None)\n",
     "def f(args):\n    return vars(args)\n\nns = f(type(int))\n",
     "class K:\n    def state(self):\n        return dict(self.__dict__)\n\nns = K.state(type)\n",
+    "class K:\n    def ns(self):\n        return vars(self)\n\nns = K.ns(type)\n",
     "class K:\n    def __init__(self):\n        self.f = len\n        self.b = self.f.__self__\n",
 ])
 def test_the_solutions_own_objects_are_no_way_around_the_allowlist(src):

@@ -142,13 +142,13 @@ def attribute_by_name(s, node: ast.Call, r: str) -> None:
 @on_call("module_indirection", "vars")
 def module_vars(s, node: ast.Call, r: str) -> None:
     """``vars(sys)`` (a module's namespace as a dict), ``vars()`` (this module's, with its __builtins__), and
-    ``vars`` of anything but the solution's own instance (``self``): a class's or a type's namespace holds
-    ``__annotations__``, ``__subclasses__`` and the rest of what the attribute allowlist keeps out."""
+    ``vars`` of anything else: a class's or a type's namespace holds ``__annotations__``, ``__subclasses__`` and
+    the rest of what the attribute allowlist keeps out, and ``self`` is only a parameter (``K.ns(type)``)."""
     if not node.args:
         s.add("module_indirection", node, "vars() hands out the module namespace")
     elif s.resolve(node.args[0]):
         s.add("module_indirection", node, f"vars({src(node.args[0])}) reads a module's namespace")
-    elif not (type(node.args[0]) is ast.Name and node.args[0].id == "self"):
+    else:
         s.add("module_indirection", node, f"vars({src(node.args[0])}) reads a namespace by name")
 
 

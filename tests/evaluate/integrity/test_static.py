@@ -920,6 +920,21 @@ def test_the_solutions_own_objects_are_no_way_around_the_allowlist(src):
     assert "module_indirection" in rejects(src)
 
 
+@pytest.mark.parametrize("src", [
+    "import warnings\ns = warnings.catch_warnings()._module.sys\n",
+    "import enum\ndef m():\n    try:\n        enum.nope\n    except AttributeError as e:\n        return e.obj\n\n"
+    "b = m().bltns\n",
+    "import enum\ndef m():\n    try:\n        enum.nope\n    except AttributeError as e:\n        return e.obj\n\n"
+    "s = getattr(m(), 'sys')\n",
+    "def f(ins, tb):\n    return ins.getouterframes(tb)\n",
+])
+def test_a_module_handed_out_as_a_value_leads_no_further(src):
+    """A module reached as a value the scan cannot follow (an object's attribute, an exception's ``obj``) is
+    unknown to it, so the names under which modules keep capability modules and lookup builtins are refused
+    there, by attribute or by a constant ``getattr`` name (a third red-team pass, 2026-12-07)."""
+    assert "module_indirection" in rejects(src)
+
+
 @pytest.mark.parametrize("src,rule", [
     # a name computed at run time on a module that holds modules is an import the allowlist cannot see
     ("import torch\ndef dt(dtype_name):\n    return getattr(torch, dtype_name)\n", "module_indirection"),

@@ -209,6 +209,10 @@ def core_operator_kernel(s, node: ast.Call, r: str) -> None:
     if target is None:
         return
     name = s.fold(target) or s.resolve(target) or ""
+    if not name:  # a namespace the scan cannot read may be torch's own: ``("aten",)[0]``
+        s.add("torch_interception", node, f"{r}() registers a kernel for an operator it names out of sight: "
+                                          f"{src(target)}")
+        return
     if name.startswith("torch.ops."):
         ns = name.split(".")[2] if name.count(".") >= 2 else ""
     else:

@@ -134,7 +134,7 @@ def attribute_by_name(s, node: ast.Call, r: str) -> None:
             s.add("frame_or_gc_walk", node, f"{r}() reaches {name}")
     if base_node is not None and s.resolve(base_node):
         return  # the name resolves; the name table judges it
-    hits = sorted(n for n in consts if sensitive(n))
+    hits = sorted(n for n in consts if sensitive(n) or not UNRESOLVED_SENSITIVE.isdisjoint(n.split(".")))
     if hits:
         s.add("module_indirection", node, f"{r}() fetches {hits[0]!r} from an object that does not resolve")
 
@@ -188,9 +188,22 @@ def lookup_function_as_value(s, name: str, node: ast.AST, what: str) -> None:
 #: ``__annotations__`` and ``__dataclass_fields__`` are out (library code pastes the names they hold into source it
 #: runs: ``dynamic_code.annotation_names``)
 READABLE_DUNDERS = BENIGN_DUNDERS - {"__annotations__", "__dataclass_fields__"}
+#: modules that hand out capabilities, by the names other modules keep them under (``warnings.sys``,
+#: ``enum.bltns``): a module reached as a value the scan cannot follow (``catch_warnings()._module``, an
+#: ``AttributeError``'s ``obj``) leads no further through them
+CAPABILITY_MODULES = frozenset({
+    "sys", "os", "posix", "gc", "builtins", "bltns", "inspect", "importlib", "subprocess", "threading", "_thread",
+    "socket", "ctypes", "_ctypes", "signal", "pickle", "marshal", "traceback", "weakref", "shutil", "tempfile",
+    "multiprocessing", "runpy", "code", "codeop", "pydoc", "site", "linecache", "io", "_io", "types"})
+#: builtins that look names up, run text or open files, and inspect's frame functions, under the name a module
+#: or a namespace keeps them (``builtins_module.getattr``, ``inspect_module.getouterframes``)
+CAPABILITY_FUNCTIONS = frozenset({
+    "getattr", "setattr", "delattr", "vars", "globals", "locals", "open", "breakpoint", "currentframe", "stack",
+    "trace", "getouterframes", "getinnerframes", "getargvalues", "getframeinfo", "getmembers", "getattr_static"})
 #: attribute names that reach a capability whatever object holds them (``numpy_array.ctypes`` is the door to the
 #: ctypes module); ``modules``, ``compile`` and ``eval`` are everyday method names of models and patterns
-UNRESOLVED_SENSITIVE = (SENSITIVE_NAMES - {"modules", "compile", "eval"}) | {"ctypes", "_ctypes"}
+UNRESOLVED_SENSITIVE = ((SENSITIVE_NAMES - {"modules", "compile", "eval"}) | CAPABILITY_MODULES
+                        | CAPABILITY_FUNCTIONS)
 
 
 @visits("module_indirection", ast.Attribute)

@@ -209,6 +209,15 @@ def stored(x: Any, dst: torch.Tensor) -> None:
         raise SlotRefused(f"an output of {what} where the slot holds {tuple(dst.shape)} {dst.dtype}")
 
 
+def store_outputs(buf: torch.Tensor, outputs: list[dict[str, Any]], k: int, produced: list[Any]) -> None:
+    """A call's outputs into slot ``k`` of the blocks ``outputs`` of ``buf`` (``stored`` each), or refused
+    (``SlotRefused``), missing ones included."""
+    if len(produced) < len(outputs):
+        raise SlotRefused(f"{len(produced)} outputs where the call has {len(outputs)}")
+    for x, b in zip(produced, outputs):
+        stored(x, view(buf, slot_spec(b, k)))
+
+
 def _overlap(x: torch.Tensor, dst: torch.Tensor) -> bool:
     """Whether ``x``'s bytes (any strides; torch's are never negative) and ``dst``'s (a dense slot) meet."""
     if x.device != dst.device:
@@ -289,11 +298,7 @@ class CandidateRing:
         proof that nothing wrote there, since code in this process can reach the whole ring. In-place inputs go
         back too."""
         _, args, outs = self._current
-        produced = outs if self.dps else produced
-        if len(produced) < len(self.outputs):
-            raise SlotRefused(f"{len(produced)} outputs where the call has {len(self.outputs)}")
-        for x, b in zip(produced, self.outputs):
-            stored(x, view(self.buf, slot_spec(b, k)))
+        store_outputs(self.buf, self.outputs, k, outs if self.dps else produced)
         for x, b in zip(args, self.inputs):  # in-place inputs as the call left them: part of its result
             if b is not None and b.get("inplace"):
                 view(self.buf, slot_spec(b, k)).copy_(x)

@@ -20,7 +20,7 @@ from typing import Any
 
 from solbench.evaluate.boundary import calls
 from solbench.evaluate.boundary.arena import view
-from solbench.evaluate.boundary.ring import SlotRefused, slot_spec, stored
+from solbench.evaluate.boundary.ring import SlotRefused, slot_spec, store_outputs
 from solbench.evaluate.timing import memops
 
 
@@ -39,15 +39,11 @@ def _store(torch, buf, layout: dict[str, Any], s: int, result: Any) -> None:
     """A returned result into slot ``s``, or refused (``ring.stored``): the audit's calls get the arena's own
     slots as inputs, so a solution can reach the output slots through them and write there itself, skipping the
     copy whose cost the calibration takes off."""
-    produced = calls.as_list(result)
-    if len(produced) < len(layout["outputs"]):
-        raise _Refused(f"{len(produced)} outputs where the call has {len(layout['outputs'])}")
-    for x, b in zip(produced, layout["outputs"]):
-        try:
-            with torch._C.DisableTorchFunction():
-                stored(x, view(buf, slot_spec(b, s)))
-        except SlotRefused as exc:
-            raise _Refused(str(exc)) from None
+    try:
+        with torch._C.DisableTorchFunction():
+            store_outputs(buf, layout["outputs"], s, calls.as_list(result))
+    except SlotRefused as exc:
+        raise _Refused(str(exc)) from None
 
 
 def serve(cand, msg: dict[str, Any]) -> None:

@@ -74,6 +74,33 @@ def test_thread_hooks_and_torch_modes_are_seen(before):
         assert "hook.torch._len_torch_function_stack" in tamper.tampered(before)
 
 
+def test_an_eval_frame_callback_left_set_is_seen_and_a_compiled_call_leaves_none():
+    """A callback on torch's eval-frame hook is handed every Python frame, the harness's too: left set after a
+    call, it is tampering; torch.compile sets it only while its compiled call runs."""
+    from torch._C._dynamo import eval_frame
+
+    compiled = torch.compile(lambda x: x * 2 + 1, backend="eager")
+    compiled(torch.ones(4))  # dynamo's import wraps torch.manual_seed: before the snapshot, as in a candidate
+    base = tamper.snapshot()
+    assert compiled(torch.ones(4)).tolist() == [3.0] * 4
+    assert tamper.tampered(base) == []
+    from torch._dynamo.types import ConvertFrameReturn
+
+    handed = []
+
+    def callback(frame, cache_entry, frame_state):  # runs every frame as it is, having seen it
+        handed.append(frame.f_code.co_name)
+        return ConvertFrameReturn()
+
+    prior = eval_frame.set_eval_frame(callback)
+    try:
+        changed = tamper.tampered(base)
+    finally:
+        eval_frame.set_eval_frame(prior)
+    assert "hook.torch.get_eval_frame_callback" in changed and "tampered" in handed  # the checker's own frame
+    assert tamper.tampered(base) == []
+
+
 def test_watched_state_is_seen(before):
     class State:
         def __init__(self):

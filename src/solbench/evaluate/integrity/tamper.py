@@ -12,8 +12,9 @@ decisions themselves are the trusted side's: docs/SECURITY.md). A snapshot finge
   ``torch.return_types``, ``torch.cuda`` and its events, streams and graphs), and Triton's launch and
   interpreter classes;
 - the hooks through which code can run inside the harness's own frames: trace and profile functions
-  (``sys`` and ``threading``), ``sys.monitoring`` tools, torch function and dispatch modes, import hooks,
-  ``gc`` callbacks, signal handlers, the exception and audit-adjacent hooks of ``sys`` and ``threading``;
+  (``sys`` and ``threading``), ``sys.monitoring`` tools, torch function and dispatch modes, torch's eval-frame
+  and bytecode-debugger callbacks, import hooks, ``gc`` callbacks, signal handlers, the exception and
+  audit-adjacent hooks of ``sys`` and ``threading``;
 - objects registered with ``watch`` (the candidate's own state).
 
 The snapshot's digest is taken before the solution is imported and sent to the trusted side, which compares
@@ -123,6 +124,12 @@ def _hooks(out: dict[str, tuple]) -> None:
                 out[f"hook.torch.{fn}"] = ("=", str(getattr(c, fn)()))
         if hasattr(c, "_is_torch_function_mode_enabled"):
             out["hook.torch.function_mode_enabled"] = ("=", str(c._is_torch_function_mode_enabled()))
+        # the eval-frame hook (PEP 523, torch.compile's entry) is handed every Python frame the process runs, the
+        # harness's own; torch.compile sets it only for a compiled call's length, so between calls it is as before
+        frames = getattr(getattr(c, "_dynamo", None), "eval_frame", None)
+        for fn in ("get_eval_frame_callback", "get_bytecode_debugger_callback"):
+            if hasattr(frames, fn):
+                out[f"hook.torch.{fn}"] = _fingerprint(getattr(frames, fn)())
 
 
 def _sources():

@@ -75,6 +75,39 @@ def test_queued_jobs_are_built_once_oldest_first_on_the_spare_cores(tmp_path):
         ahead.stop()
 
 
+def test_a_job_is_marked_building_until_its_build_ahead_ends_and_ready_jobs_are_claimed_meanwhile(tmp_path):
+    """While the compiler runs for the first job, a slot's claim takes the job queued after it that builds nothing;
+    once the build ended, the first is claimed. Marks a builds' process left behind are cleared by the next."""
+    specs = _specs()
+    queue = JobQueue(tmp_path / "r.db")
+    started, release = threading.Event(), threading.Event()
+
+    def plan(job):
+        if job.spec.solution["spec"]["language"] != "cuda_cpp":
+            return None
+
+        def build():
+            started.set()
+            assert release.wait(WAIT_S)
+        return build
+
+    native, plain = queue.submit([specs["cpp"], specs["torch"]])
+    queue.building(12345)  # a mark of a builds' process that died
+    ahead = BuildsAhead(queue, "cpu", 1, plan=plan, poll_s=0.05).start()
+    try:
+        assert started.wait(WAIT_S)
+        assert queue.claim("slot", 60).id == plain
+        release.set()
+        deadline = time.monotonic() + WAIT_S
+        while native not in ahead.built and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert queue.claim("slot", 60).id == native
+        assert queue._read("SELECT job_id FROM building") == []
+    finally:
+        release.set()
+        ahead.stop()
+
+
 def test_a_service_builds_ahead_in_a_process_of_its_own_that_ends_with_it(tmp_path):
     """``start_apart``: the builds run in another process, in a session of its own, report each build ended, and
     end when asked (``stop_apart``: SIGTERM, on which they cancel their builds and kill their own group, no

@@ -20,6 +20,25 @@ def test_claims_follow_priority_then_age(tmp_path):
     assert order == [high[0], low[0], low[1]] and q.claim("a", 60) is None
 
 
+def test_a_job_whose_build_ahead_runs_is_taken_after_the_others_of_its_priority(tmp_path):
+    """A slot takes ready jobs before one whose compiler still runs, not before a higher priority's, and takes the
+    building one when nothing else is queued; once its build ended it is in its place again."""
+    q = JobQueue(tmp_path / "s.db")
+    native, ready, later = q.submit([spec(), spec(), spec()])
+    (urgent,) = q.submit([spec()], priority=5)
+    q.building(native)
+    q.building(urgent)
+    assert [q.claim("a", 60).id for _ in range(3)] == [urgent, ready, later]
+    assert q.claim("a", 60).id == native  # nothing else queued: it waits for its build in its slot, as before
+    first, second = q.submit([spec(), spec()])
+    q.building(first)
+    q.built(first)
+    assert q.claim("a", 60).id == first
+    q.building(second)
+    q.built()  # every mark: the builds' process ended
+    assert q.claim("a", 60).id == second and q.claim("a", 60) is None
+
+
 def test_admission_skips_a_job_the_slot_cannot_hold(tmp_path):
     q = JobQueue(tmp_path / "s.db")
     big, small = q.submit([spec(), spec()], peaks=[100, 10])

@@ -5,7 +5,10 @@ to 54 s of nvcc on the H200 host, during which its slot, and so its GPU, does no
 its jobs in advance and builds them ahead (``evaluate.native.pool``); a service learns its jobs as they come. So
 ``BuildsAhead`` watches the queue and builds each queued job's solution as soon as it is queued, several at once,
 on the cores the slots leave (each build thread confined to them and niced, its compilers too): by the time a slot
-claims the job, its evaluation finds the library in the build cache.
+claims the job, its evaluation finds the library in the build cache. Until its build ahead ends a job is marked
+``building`` in the queue, whose claims take the other jobs of its priority first: a slot evaluates those while the
+compilers run, instead of waiting for them (on an H100, 2026-12-07, the served examples' first CUDA C++ job held
+the one slot for 50 s of build while six Triton jobs queued behind it needed none).
 
 A service runs them in a process of its own (``start_apart``): a build's Python side (loading the job's problem,
 hashing sources and headers, its sandbox) could otherwise hold the HTTP server's interpreter lock while requests
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -67,6 +71,7 @@ class BuildsAhead:
         self._thread = threading.Thread(target=self._watch, name="builds-ahead", daemon=True)
 
     def start(self) -> "BuildsAhead":
+        self._mark(self.queue.built)  # marks a previous builds' process left: their builds ended with it
         self._thread.start()
         return self
 
@@ -75,6 +80,7 @@ class BuildsAhead:
         self.queue.wake()
         self._thread.join(timeout=30)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._mark(self.queue.built)  # the builds not run are their evaluations' now
 
     def scan(self) -> int:
         """Start the builds of queued jobs not looked at yet; how many were started."""
@@ -85,15 +91,25 @@ class BuildsAhead:
             self.seen.add(job.id)
             build = self.plan(job)
             if build is not None:
+                self._mark(self.queue.building, job.id)
                 self._pool.submit(self._run, job.id, build)
                 started += 1
         return started
+
+    def _mark(self, mark: Callable[..., None], *job_id: int) -> None:
+        """A job's build marked begun or ended in the queue (``JobQueue.building``, ``built``): a mark the
+        database refuses (busy beyond its timeout) costs only the order of claims."""
+        try:
+            mark(*job_id)
+        except sqlite3.Error:
+            pass
 
     def _run(self, job_id: int, build: Callable[[], Any]) -> None:
         try:
             build()
         except Exception:  # noqa: BLE001 - the evaluation builds again and judges
             pass
+        self._mark(self.queue.built, job_id)
         self.built.append(job_id)
         if self.on_built is not None:
             self.on_built(job_id)

@@ -1,8 +1,9 @@
 """The job queue, in the results database: jobs survive a restart of whatever serves them, and each result is
 stored exactly once.
 
-A slot *claims* the highest-priority queued job that its device admits (within a priority, the token served
-least recently first, then the oldest job: a fair share between tokens), and holds it under a
+A slot *claims* the highest-priority queued job that its device admits (within a priority, a job whose native
+build ahead is still running after the others, since its slot would only wait for the compiler (``building``),
+then the token served least recently first, then the oldest job: a fair share between tokens), and holds it under a
 *lease* it renews while the evaluation runs (``heartbeat``). A job whose slot died is put back (``requeue``), at
 most ``max_attempts`` times before it ends ``failed`` with why; a job whose lease ran out (its scheduler died) is
 put back by the next scheduler's ``recover``. ``finish`` stores the evaluation and marks the job done in one
@@ -48,6 +49,8 @@ CREATE INDEX IF NOT EXISTS jobs_queued ON jobs(state, priority, id);
 CREATE INDEX IF NOT EXISTS jobs_idem ON jobs(token, idem);
 -- when each token (or '' for jobs without one) last had a job taken: tokens of one priority take turns
 CREATE TABLE IF NOT EXISTS served (token TEXT PRIMARY KEY, at REAL NOT NULL);
+-- the queued jobs whose native build ahead has not ended (schedule/builds.py): taken after the others of their priority
+CREATE TABLE IF NOT EXISTS building (job_id INTEGER PRIMARY KEY, since REAL NOT NULL);
 """
 _COLUMNS = ("id", "state", "priority", "token", "created", "started", "finished", "attempts", "owner", "spec",
             "peak_bytes", "evaluation_id", "error", "cancel", "batch")
@@ -150,8 +153,10 @@ class JobQueue:
             # within a priority, the token served least recently first (a fair share between tokens), then age
             cols = ", ".join(f"j.{c}" for c in _COLUMNS)
             rows = c.execute(f"SELECT {cols} FROM jobs j LEFT JOIN served t ON t.token = COALESCE(j.token, '') "
+                             "LEFT JOIN building b ON b.job_id = j.id "
                              "WHERE j.state='queued' " + ("AND j.batch=? " if batch is not None else "")
-                             + "ORDER BY j.priority DESC, t.at IS NOT NULL, t.at, j.id LIMIT ?",
+                             + "ORDER BY j.priority DESC, b.job_id IS NOT NULL, t.at IS NOT NULL, t.at, j.id "
+                             "LIMIT ?",
                              ((batch,) if batch is not None else ()) + (CLAIM_WINDOW,)).fetchall()
             job = next((j for j in map(_job, rows) if admits(j)), None)
             if job is None:
@@ -161,6 +166,22 @@ class JobQueue:
                       "WHERE id=?", (owner, now, now + lease_s, job.id))
             c.execute("INSERT OR REPLACE INTO served VALUES (?, ?)", (job.token or "", now))
         return self.get(job.id)
+
+    # ---- builds ahead ------------------------------------------------------------
+    def building(self, job_id: int) -> None:
+        """``job_id``'s native build ahead has begun (or is queued for a build thread): a claim takes the other jobs
+        of its priority first, whose slots need not wait for a compiler."""
+        with self._transaction() as c:
+            c.execute("INSERT OR REPLACE INTO building VALUES (?, ?)", (job_id, time.time()))
+
+    def built(self, job_id: int | None = None) -> None:
+        """``job_id``'s build ahead has ended, built or not; None: every job's (the builds' process starts or
+        ends, and a build it left unfinished will be its evaluation's)."""
+        with self._transaction() as c:
+            if job_id is None:
+                c.execute("DELETE FROM building")
+            else:
+                c.execute("DELETE FROM building WHERE job_id=?", (job_id,))
 
     def heartbeat(self, job: Job, lease_s: float) -> tuple[bool, bool]:
         """Renew ``job``'s lease: (still held by its owner, cancel asked)."""

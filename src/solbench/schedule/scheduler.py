@@ -67,8 +67,8 @@ class Scheduler:
 
     # ---- life ---------------------------------------------------------------
     def start(self) -> list[int]:
-        """Take the database, put back what a previous scheduler left running, start the slots' threads;
-        returns the ids of the jobs put back."""
+        """Take the database, put back what a previous scheduler left running (and forget its builds ahead), start
+        the slots' threads; returns the ids of the jobs put back."""
         self._lock_fd = os.open(f"{self.queue.path}.scheduler.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -80,6 +80,7 @@ class Scheduler:
         os.ftruncate(self._lock_fd, 0)
         os.pwrite(self._lock_fd, f"{os.getpid()} {self.batch or 'all'}\n".encode(), 0)  # who holds it, for Busy
         back = self.queue.recover(everything=True)
+        self.queue.built()  # builds ahead a previous service marked ended with it (``schedule.builds``)
         for slot in self.executor.slots:
             t = threading.Thread(target=self._serve, args=(slot,), name=f"slot-{slot.name}", daemon=True)
             t.start()

@@ -12,8 +12,10 @@ It starts ``solbench serve`` on a free loopback port (a fresh token in DB), then
    has not ended by then, and reports: each request kind's latency (p50, p99, max; target p99 under 20 ms on
    loopback) as this client measured it and as the server did (its ``Server-Timing``: from the request reaching
    the app to its answer), evaluations and workloads per hour from the first submission to the last result (to
-   the bound, where jobs were left unfinished), and the reference's per-workload time under load against idle
-   (target: medians within 1%). The report is written also when a step fails.
+   the bound, where jobs were left unfinished), where the done jobs' time went (``spent``: baselines measured,
+   waits for native builds, the evaluations' own work, and the rate that work alone gives), and the reference's
+   per-workload time under load against idle (target: medians within 1%). The report is written also when a
+   step fails.
 
     python benchmarks/service_load.py --db gpu.db --device cuda --suite starter --out service.json
 """
@@ -103,6 +105,25 @@ def slowest(latency: dict, n: int = 12) -> dict:
                      "server_ms": None if srv is None else round(srv * 1e3, 2)} for k, at, took, srv in worst]}
 
 
+def spent(db: str, job_ids: list[int], n_workloads: int) -> dict:
+    """Where the done jobs' time went, from the database the service stores into: their evaluations' seconds, of
+    them the baselines measured (a problem's first job) and the waits for a native build, and the rest (the
+    evaluations' own work); with the workloads per hour that rest alone would give, the service's rate once its
+    baselines are measured and its builds done."""
+    import sqlite3
+
+    marks = ",".join("?" * len(job_ids)) or "NULL"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        rows = conn.execute(f"SELECT e.elapsed_s, e.summary FROM jobs j JOIN evaluations e ON e.id = j.evaluation_id "
+                            f"WHERE j.id IN ({marks})", job_ids).fetchall()
+    phases = [(json.loads(summary or "{}") or {}).get("phases") or {} for _, summary in rows]
+    total = sum(elapsed or 0.0 for elapsed, _ in rows)
+    baselines, build = (sum(p.get(k, 0.0) for p in phases) for k in ("baselines", "build"))
+    own = max(total - baselines - build, 1e-9)
+    return {"evaluations_s": round(total, 1), "baselines_s": round(baselines, 1), "build_s": round(build, 1),
+            "own_s": round(own, 1), "workloads_per_hour_own": round(n_workloads / (own / 3600), 1)}
+
+
 def public_times(job: dict) -> dict[str, float]:
     r = job.get("result") or {}
     return {w["uuid"]: w["time_ms"] for w in r.get("workloads") or [] if w.get("time_ms")}
@@ -144,7 +165,7 @@ def main() -> None:
             proc.kill()
         Path(args.out).write_text(json.dumps(report, indent=1))  # what was measured, also when a step failed
     print(json.dumps({k: report.get(k) for k in ("requests", "done", "unfinished", "evaluations_per_hour",
-                                                 "workloads_per_hour", "wall_s")}, indent=1))
+                                                 "workloads_per_hour", "wall_s", "spent")}, indent=1))
     print("reference drift under load:", (report.get("reference") or {}).get("median_drift"))
 
 
@@ -232,6 +253,7 @@ def load(c, args, report: dict, deadline: float) -> None:
                      sorted({j["result"]["verdict"] for j in done})},
         "wall_s": round(t_last - t_first, 1), "evaluations_per_hour": round(len(done) / hours, 1),
         "workloads_per_hour": round(n_workloads / hours, 1),
+        "spent": spent(args.db, [j["id"] for j in done], n_workloads),
         "reference": {"problem": ref[0], "idle_ms": a, "loaded_ms": b, "drift": drift,
                       "median_drift": statistics.median(drift.values()) if drift else None},
         "targets": {"p99_s": TARGET_P99_S, "drift": TARGET_DRIFT},

@@ -150,7 +150,8 @@ class JobQueue:
         """The next queued job ``admits`` takes (of ``batch`` only, where given), now running on ``owner`` under a
         lease of ``lease_s``."""
         with self._transaction() as c:
-            # within a priority, the token served least recently first (a fair share between tokens), then age
+            # within a priority, jobs whose build ahead runs last, then the token served least recently first (a fair
+            # share between tokens), then age
             cols = ", ".join(f"j.{c}" for c in _COLUMNS)
             rows = c.execute(f"SELECT {cols} FROM jobs j LEFT JOIN served t ON t.token = COALESCE(j.token, '') "
                              "LEFT JOIN building b ON b.job_id = j.id "

@@ -1,8 +1,12 @@
 import os
 from pathlib import Path
 
-import pytest
-import torch
+# before torch loads OpenMP: its workers sleep when a parallel region ends instead of spinning for milliseconds on a
+# core the other test workers, and the evaluations' processes (keeper.child_env), need
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from tests.paths import AXPY
 

@@ -180,6 +180,19 @@ def test_an_honest_cpu_time_is_confirmed_by_the_audit(big):
     assert ev.environment.get("seccomp") in (True, False)
 
 
+def test_an_honest_cpu_solution_on_two_threads_is_not_taken_for_more(tmp_path):
+    """A call on the two threads the job allows reads, from outside, its work and no more: OpenMP's workers sleep
+    when a parallel region ends (``keeper.child_env``), where they spun for milliseconds and a 0.2 ms softmax read
+    5.9 ms of CPU time, ``thread_injection`` for every workload of an honest solution."""
+    softmax = load_problem(TESTS / "exploits" / "problem")
+    (tmp_path / "softmax.py").write_text("import torch\n\n\ndef run(x, scale):\n"
+                                         "    return torch.softmax(x * scale, dim=-1)\n")
+    sol = load_solution(tmp_path / "softmax.py", softmax.name)
+    ev = evaluate(softmax, sol, EvalOptions(device="cpu", baselines=(), cpu_threads=2))
+    assert ev.verdict == "passed", [(w.uuid, w.reasons, w.message) for w in ev.workloads]
+    assert all(w.audit_method == "cpu_time" and w.audit_calls for w in ev.workloads)
+
+
 @pytest.mark.gpu
 def test_an_honest_gpu_time_is_confirmed_by_the_trusted_clock(big):
     """On the GPU every timed workload of an honest solution is bracketed by the trusted side's %globaltimer stamps

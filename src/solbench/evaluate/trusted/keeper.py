@@ -66,6 +66,10 @@ def child_env(extra: dict[str, str] | None = None, bytecode: bool = False) -> di
     if not bytecode:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.setdefault("SOLBENCH_CPU_THREADS", "1")
+    # OpenMP's workers sleep when a parallel region ends, where by default they spin for milliseconds: a candidate's
+    # CPU time read from outside (the CPU audit) is then its work, not its pool's wait (a 0.2 ms softmax on two
+    # threads read 5.9 ms, `thread_injection` for an honest solution), and no process burns a core another needs
+    env["OMP_WAIT_POLICY"] = "PASSIVE"
     # BLAS thread pools made in the worker do not survive the fork into a zygote's child, and a sealed candidate
     # (``seccomp``) cannot make new ones: OpenBLAS then spins for ever on workers that do not exist
     for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):

@@ -222,3 +222,23 @@ def test_a_solution_too_deep_to_store_is_refused_not_a_server_error(service):
                 "sources": [{"path": "k.py", "content": SOURCE}]}
     r = client(url, secrets["alice"]).post("/v1/evaluations", json={"problem": "rmsnorm", "solution": solution})
     assert r.status_code == 422 and "not storable" in r.json()["detail"] and queue.counts() == {}
+
+
+def test_an_ended_jobs_answer_is_kept_until_the_job_changes(tmp_path):
+    """A poller's repeated reads of an ended job are answered from what the first read made; a job run again
+    (another attempt, another error) is answered anew, and a job still queued is never kept."""
+    from solbench.schedule.jobs import Job, JobSpec
+    from solbench.service.app import ENDED_VIEWS, Service
+
+    svc = Service(tmp_path / "s.db")
+    spec = JobSpec(problem="rmsnorm", solution={}, options={})
+    failed = Job(id=7, state="failed", created=1.0, finished=2.0, attempts=1, spec=spec, error="slot lost\ntrace")
+    first = svc.view(failed)
+    assert first.error == "slot lost" and svc.view(failed.model_copy()) is first
+    again = failed.model_copy(update={"attempts": 2, "finished": 3.0, "error": "hung"})
+    assert svc.view(again).error == "hung" and svc.view(failed) is first
+    queued = Job(id=8, state="queued", created=1.0, spec=spec)
+    assert svc.view(queued) is not svc.view(queued)
+    for i in range(ENDED_VIEWS + 1):  # bounded: the oldest answers go first
+        svc.view(failed.model_copy(update={"id": 100 + i}))
+    assert len(svc.ended) == ENDED_VIEWS and svc.view(failed) is not first

@@ -145,11 +145,15 @@ def main() -> None:
     ap.add_argument("--out", default="service.json")
     args = ap.parse_args()
 
+    from solbench.cli_serve import SWITCH_S
     from solbench.client import Client
 
     port = 18000 + os.getpid() % 2000
     proc, token = start_service(args, port)
     client_core = pin_client(args)
+    # this client's threads (the pollers, the submitter) hand over the interpreter's lock as often as the
+    # server's do (cli_serve.SWITCH_S): a request's time is not a poller's wait behind another's parsing
+    sys.setswitchinterval(SWITCH_S)
     c = Client(f"http://127.0.0.1:{port}", token, max_in_flight=64)
     c.http.event_hooks["response"] = [heard]
     report: dict = {"device": args.device, "slots": args.slots, "limit_s": args.limit_s, "client_core": client_core}

@@ -48,8 +48,12 @@ def test_a_token_is_needed_and_a_revoked_one_refused(service, tmp_path):
     url, secrets, _, _ = service
     assert client(url).post("/v1/evaluations", json=body()).status_code == 401
     assert client(url, "sb_forged").post("/v1/evaluations", json=body()).status_code == 401
+    (jid,) = client(url, secrets["alice"]).post("/v1/evaluations", json=body()).json()["ids"]
+    for read in (client(url), client(url, "sb_forged")):  # reads are checked as submissions are
+        assert read.get(f"/v1/evaluations/{jid}").status_code == 401
     Tokens(tmp_path / "s.db").revoke("alice")
     assert client(url, secrets["alice"]).post("/v1/evaluations", json=body()).status_code == 401
+    assert client(url, secrets["alice"]).get(f"/v1/evaluations/{jid}").status_code == 401
 
 
 @pytest.mark.parametrize("request_body, status, words", [
@@ -117,6 +121,7 @@ def test_rate_limit_and_quota_answer_429(service):
     slow = client(url, secrets["slow"])
     codes = [slow.get("/v1/problems").status_code for _ in range(3)]
     assert codes[:2] == [200, 200] and codes[2] == 429
+    assert slow.get("/v1/evaluations/1").status_code == 429  # reads count against the rate too
     small = client(url, secrets["small"])
     assert small.post("/v1/evaluations/batch", json={"evaluations": [body(), body()]}).status_code == 202
     r = small.post("/v1/evaluations", json=body())

@@ -23,6 +23,7 @@ It starts ``solbench serve`` on a free loopback port (a fresh token in DB), then
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -154,6 +155,11 @@ def main() -> None:
     # this client's threads (the pollers, the submitter) hand over the interpreter's lock as often as the
     # server's do (cli_serve.SWITCH_S): a request's time is not a poller's wait behind another's parsing
     sys.setswitchinterval(SWITCH_S)
+    # and its start-up's objects (torch's, imported to count the GPUs) stay out of its collections, as the
+    # server's do (cli_serve.quiet_collector): a full collection of them here takes 50 to 60 ms on the CPU
+    # machine, and would be timed as every poller's request at once
+    gc.collect()
+    gc.freeze()
     c = Client(f"http://127.0.0.1:{port}", token, max_in_flight=64)
     c.http.event_hooks["response"] = [heard]
     report: dict = {"device": args.device, "slots": args.slots, "limit_s": args.limit_s, "client_core": client_core}

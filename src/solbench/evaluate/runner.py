@@ -21,7 +21,7 @@ from typing import Any, Callable
 from solbench import caches, tempdirs
 from solbench.analysis.heldout import HELDOUT_PREFIX
 from solbench.analysis.roofline import Work, count_work
-from solbench.evaluate import build_cache, lease
+from solbench.evaluate import build_cache, lease, triton_cache
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
 from solbench.evaluate.integrity import linked
 from solbench.evaluate.integrity.language import profile_mode
@@ -47,8 +47,6 @@ from solbench.records.verdict import VERDICT_ORDER, Evaluation, WorkloadResult, 
 atexit.register(keeper.retire_all, 0)
 #: every evaluation's directory is ``<temporary directory>/solbench-eval-XXXXXXXX`` (``tempdirs``)
 EVAL_PREFIX = "solbench-eval-"
-#: bytes of Triton cache carried from one evaluation of a solution to the next (regular files only)
-MAX_CACHE_BYTES = 256 << 20
 
 
 #: where an evaluation's log turns from the candidate's output to the trusted worker's
@@ -101,16 +99,6 @@ def stage_solution(solution: Solution, root: Path) -> Path:
         p.write_text(src.content)
         p.chmod(0o444)
     return staged
-
-
-def _carry_cache(src: Path, dst: Path, below: Path | None = None) -> None:
-    """Copy regular files (at most ``MAX_CACHE_BYTES``, none already there) from one Triton cache to another:
-    the trusted side only moves bytes, and only the same solution (by digest) ever reads them. Under ``below``
-    (the candidate's directory) no link is followed, the cache's own path included (``build_cache``)."""
-    try:
-        build_cache.copy_files(src, dst, MAX_CACHE_BYTES, skip=(), replace=False, below=below)
-    except OSError:
-        pass
 
 
 def worker_job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tuple[int, str]], opts: EvalOptions,
@@ -234,7 +222,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
         private.mkdir()
         carried = caches.root() / "triton" / solution.digest()
         with ph("stage"):
-            _carry_cache(carried, private / "triton")
+            triton_cache.carry_in(carried, private / "triton")
         with ph("build"):  # compiled languages: built, checked and hashed here before the candidate starts
             build = Carry(language, solution, opts.device, private, build_cache.default_root(),
                           view=sandbox_view(store, opts.device))
@@ -259,7 +247,7 @@ def evaluate(problem: Problem, solution: Solution, opts: EvalOptions, store=None
             profiling.collect_candidates(private)  # benchmarks only: nothing unless asked for
             if carries_back(opts):
                 with ph("stage"):
-                    _carry_cache(private / "triton", carried, below=private)
+                    triton_cache.carry_out(private / "triton", carried, below=private)
             env = _environment(cand, build, opts)
             with ph("baselines"):
                 base = _baselines(problem, runnable, opts, seed, env, workdir, store) if runnable else {}

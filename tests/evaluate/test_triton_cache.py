@@ -99,3 +99,14 @@ def test_a_triton_solutions_cache_is_read_by_triton_in_its_next_evaluation(axpy,
     for g in groups:
         found = _read_group(monkeypatch, carried, g.parent.name, g.name.removeprefix(triton_cache.GROUP_PREFIX))
         assert found and all(Path(p).parent == carried / g.parent.name for p in found.values()), (g, found)
+
+
+def test_a_file_being_written_is_not_carried_and_a_copy_lands_whole(tmp_path):
+    """A copy is written beside its target and renamed into place, so an evaluation carrying the same cache at
+    that moment reads a whole file or none, and what another copy is still writing is never carried on."""
+    d = _cache(tmp_path / "stored")
+    (d / "._axpy.cubin.123.abcd.part").write_bytes(b"half")
+    triton_cache.carry_in(tmp_path / "stored", tmp_path / "carried")
+    got = tmp_path / "carried" / "KEY"
+    assert sorted(p.name for p in got.iterdir()) == sorted([*FILES, "__grp___axpy.json"])
+    assert all((got / f).read_bytes() == b"x" * 16 for f in FILES)

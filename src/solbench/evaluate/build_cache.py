@@ -38,6 +38,7 @@ META = "meta.json"
 MAX_BYTES = 512 << 20  # a directory copied by ``copy_files`` (the Triton cache's carrying)
 SKIP_SUFFIXES = (".o", ".obj")
 SKIP_NAMES = ("lock",)
+PART = ".part"  # a file ``copy_files`` is writing: never copied on
 FORMAT = "solbench-build-2"
 CACHE_BYTES = 4 << 30  # the whole cache, unless SOLBENCH_BUILD_CACHE_BYTES says otherwise
 _NOFOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # O_NONBLOCK: a FIFO never blocks us
@@ -114,7 +115,7 @@ def _copy_dir(dir_fd: int, dst: Path, budget: list[int], skip: tuple[str, ...], 
     whole = True
     for entry in sorted(os.scandir(dir_fd), key=lambda e: e.name):
         is_dir = entry.is_dir(follow_symlinks=False)
-        if not is_dir and (entry.name in SKIP_NAMES or entry.name.endswith(skip)):
+        if not is_dir and (entry.name in SKIP_NAMES or entry.name.endswith((*skip, PART))):
             continue
         try:
             fd = os.open(entry.name, _NOFOLLOW | (os.O_DIRECTORY if is_dir else 0), dir_fd=dir_fd)
@@ -137,14 +138,21 @@ def _copy_dir(dir_fd: int, dst: Path, budget: list[int], skip: tuple[str, ...], 
 
 
 def _copy(fd: int, target: Path, size: int) -> None:
-    """``size`` bytes at most (a file that grows while copied does not pass its budget)."""
-    with open(target, "wb") as out:
-        while size > 0:
-            chunk = os.read(fd, min(size, 1 << 20))
-            if not chunk:
-                break
-            out.write(chunk)
-            size -= len(chunk)
+    """``size`` bytes at most (a file that grows while copied does not pass its budget), written beside ``target``
+    and renamed into place: another evaluation copying the same directory meanwhile finds the whole file or none."""
+    part = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}{PART}")
+    try:
+        with open(part, "wb") as out:
+            while size > 0:
+                chunk = os.read(fd, min(size, 1 << 20))
+                if not chunk:
+                    break
+                out.write(chunk)
+                size -= len(chunk)
+        os.replace(part, target)
+    finally:
+        if part.exists():
+            part.unlink()
 
 
 @contextmanager

@@ -110,3 +110,37 @@ def test_a_file_being_written_is_not_carried_and_a_copy_lands_whole(tmp_path):
     got = tmp_path / "carried" / "KEY"
     assert sorted(p.name for p in got.iterdir()) == sorted([*FILES, "__grp___axpy.json"])
     assert all((got / f).read_bytes() == b"x" * 16 for f in FILES)
+
+
+def _stored(root: Path, name: str, nbytes: int, age_s: float) -> Path:
+    """A solution's stored cache of ``nbytes`` in one kernel file, last used ``age_s`` ago."""
+    import time
+
+    d = root / name / "KEY"
+    d.mkdir(parents=True)
+    (d / "k.cubin").write_bytes(b"\1" * nbytes)
+    t = time.time() - age_s
+    os.utime(root / name, (t, t))
+    return root / name
+
+
+def test_the_least_recently_used_caches_go_first_and_the_one_in_use_stays(tmp_path):
+    for name, age in (("a", 300), ("b", 200), ("c", 100)):
+        _stored(tmp_path, name, 64 << 10, age)
+    one = triton_cache._size(tmp_path / "a")
+    assert one >= 64 << 10
+    assert triton_cache.evict(tmp_path, 2 * one, keep="a") == ["b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "c"]
+    assert triton_cache.evict(tmp_path, 2 * one) == []
+
+
+def test_a_copy_back_that_adds_bytes_brings_the_store_within_its_bound(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOLBENCH_TRITON_CACHE_BYTES", str(1 << 20))  # the least bound there is
+    store = tmp_path / "store"
+    for name, age in (("old", 300), ("older", 400)):
+        _stored(store, name, 600 << 10, age)
+    _cache(tmp_path / "candidate", "NEW")
+    triton_cache.carry_out(tmp_path / "candidate", store / "mine", below=tmp_path)
+    assert sorted(p.name for p in store.iterdir()) == ["mine", "old"]  # over 1 MiB with it: the least recent went
+    triton_cache.carry_out(tmp_path / "candidate", store / "mine", below=tmp_path)  # adds nothing: evicts nothing
+    assert sorted(p.name for p in store.iterdir()) == ["mine", "old"]

@@ -8,13 +8,15 @@ specialization on an H100). So after the copy in, each group file is written ane
 files (``relocate``). Nothing of the copied files is run or trusted here: a group names files only by their
 plain names, in the group's own directory, or it is removed (the kernel compiles again). Only the same sources
 (the solution's digest keys the stored cache) ever read what a candidate left; ``runner.carries_back`` says when it
-is kept at all.
+is kept at all. The stored caches together stay within ``store_bytes()``: past it, those of the solutions least
+recently evaluated go (``evict``), as a service grading thousands of solutions would otherwise fill the disk.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -25,18 +27,89 @@ MAX_CACHE_BYTES = 256 << 20
 #: the largest group file read (one names a kernel's half-dozen files)
 MAX_GROUP_BYTES = 1 << 16
 GROUP_PREFIX = "__grp__"
+#: bytes every solution's stored cache may take together, unless SOLBENCH_TRITON_CACHE_BYTES says otherwise
+STORE_BYTES = 2 << 30
 
 
 def carry_in(stored: Path, cache: Path) -> None:
     """The stored cache's regular files copied into the candidate's ``cache``, its groups relocated there."""
     _copy(stored, cache)
+    _used(stored)
     relocate(cache)
 
 
 def carry_out(cache: Path, stored: Path, below: Path) -> None:
     """The candidate's ``cache`` (under its directory ``below``: no link followed) copied back to the stored
-    cache: the trusted side only moves bytes, and files already stored stay."""
+    cache: the trusted side only moves bytes, and files already stored stay. Where that added bytes, the stored
+    caches are brought back within ``store_bytes()`` (``evict``), this one kept."""
+    before = _size(stored)
     _copy(cache, stored, below)
+    _used(stored)
+    if _size(stored) > before:
+        evict(stored.parent, store_bytes(), keep=stored.name)
+
+
+def store_bytes() -> int:
+    try:
+        return max(1 << 20, int(os.environ.get("SOLBENCH_TRITON_CACHE_BYTES", STORE_BYTES)))
+    except ValueError:
+        return STORE_BYTES
+
+
+def evict(root: Path, limit: int, keep: str | None = None) -> list[str]:
+    """The stored caches of the solutions least recently evaluated removed (never ``keep``) until those under
+    ``root`` take at most ``limit`` bytes; the names removed. A copy in from one being removed meanwhile reads
+    what it opened whole, and a group whose files went is a miss (``relocate``)."""
+    entries, total = [], 0
+    try:
+        found = [e for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    for e in found:
+        size = _size(Path(e.path))
+        total += size
+        try:
+            entries.append((e.stat(follow_symlinks=False).st_mtime, e.name, size))
+        except OSError:
+            continue
+    removed = []
+    for _used_at, name, size in sorted(entries):
+        if total <= limit:
+            break
+        if name != keep:
+            shutil.rmtree(root / name, ignore_errors=True)
+            total -= size
+            removed.append(name)
+    return removed
+
+
+def _used(stored: Path) -> None:
+    """Marks a stored cache as used now (its directory's time: what ``evict`` orders by)."""
+    try:
+        os.utime(stored)
+    except OSError:
+        pass
+
+
+def _size(path: Path) -> int:
+    """The bytes of the regular files under ``path`` (a cache's key directories, one level down)."""
+    total = 0
+    for top in _entries(path):
+        for e in _entries(top.path) if top.is_dir(follow_symlinks=False) else [top]:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                total += max(st.st_size, st.st_blocks * 512)
+    return total
+
+
+def _entries(path) -> list[os.DirEntry]:
+    try:
+        return list(os.scandir(path))
+    except OSError:
+        return []
 
 
 def _copy(src: Path, dst: Path, below: Path | None = None) -> None:

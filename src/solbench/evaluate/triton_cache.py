@@ -143,7 +143,7 @@ def _relocated(where: Path, name: str) -> bool:
     paths = _children(path)
     if paths is not None:
         try:
-            tmp = where / f".{name}.tmp"
+            tmp = where / f".{name}{build_cache.PART}"  # never carried on, should it stay
             tmp.write_text(json.dumps({"child_paths": {c: str(where / c) for c in paths}}))
             os.replace(tmp, path)
             return True

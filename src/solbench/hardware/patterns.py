@@ -158,7 +158,11 @@ class Run:
 
 
 def _rand(torch, n: int, dtype, device):
-    return torch.empty(n, dtype=dtype, device=device).uniform_(-1.0, 1.0)
+    """A streaming pattern's buffer, every page written: random values on a GPU (whose memory may compress what
+    repeats), one value on the CPU, whose bandwidth no value changes (a CPU's random fill of a 256 MiB buffer
+    took a second, longer than the pattern it feeds)."""
+    x = torch.empty(n, dtype=dtype, device=device)
+    return x.fill_(0.5) if x.device.type == "cpu" else x.uniform_(-1.0, 1.0)
 
 
 def streaming(run: Run, llc_bytes: int) -> None:

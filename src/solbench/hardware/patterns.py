@@ -157,7 +157,7 @@ class Run:
         self.skipped.append(f"{pattern}: {why}")
 
 
-def _rand(torch, n: int, dtype, device):
+def _buffer(torch, n: int, dtype, device):
     """A streaming pattern's buffer, every page written: random values on a GPU (whose memory may compress what
     repeats), one value on the CPU, whose bandwidth no value changes (a CPU's random fill of a 256 MiB buffer
     took a second, longer than the pattern it feeds)."""
@@ -178,8 +178,8 @@ def streaming(run: Run, llc_bytes: int) -> None:
     n = max(nbytes // 4, 1 << 16)
     nbytes = n * 4
     size = f"{nbytes / 2**20:.0f} MiB per buffer ({nbytes / max(llc_bytes, 1):.1f} x LLC)"
-    a = _rand(torch, n, torch.float32, dev)
-    b = _rand(torch, n, torch.float32, dev)
+    a = _buffer(torch, n, torch.float32, dev)
+    b = _buffer(torch, n, torch.float32, dev)
     c = torch.empty_like(a)
 
     run.stream("read_sum", lambda: torch.sum(a), nbytes, size, note="torch.sum, reads one buffer")
@@ -209,7 +209,7 @@ def streaming(run: Run, llc_bytes: int) -> None:
     else:
         big = min(n * scale, (1 << 30) // 4)
     if big > n:
-        x = _rand(torch, big, torch.float32, dev)
+        x = _buffer(torch, big, torch.float32, dev)
         y = torch.empty_like(x)
         run.stream("copy_large", lambda: y.copy_(x), 2 * big * 4, f"{big * 4 / 2**20:.0f} MiB per buffer",
                    note="torch copy_ of a larger buffer, bytes = read + write")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from solbench.evaluate import triton_cache
+from solbench.evaluate import build_cache, triton_cache
 from solbench.evaluate.runner import EvalOptions, evaluate
 from solbench.problems.solution import load_solution
 
@@ -127,7 +127,7 @@ def _stored(root: Path, name: str, nbytes: int, age_s: float) -> Path:
 def test_the_least_recently_used_caches_go_first_and_the_one_in_use_stays(tmp_path):
     for name, age in (("a", 300), ("b", 200), ("c", 100)):
         _stored(tmp_path, name, 64 << 10, age)
-    one = triton_cache._size(tmp_path / "a")
+    one = build_cache.tree_bytes(tmp_path / "a")
     assert one >= 64 << 10
     assert triton_cache.evict(tmp_path, 2 * one, keep="a") == ["b"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "c"]

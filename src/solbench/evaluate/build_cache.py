@@ -35,7 +35,6 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from solbench import caches
 
 META = "meta.json"
-MAX_BYTES = 512 << 20  # a directory copied by ``copy_files`` (the Triton cache's carrying)
 SKIP_SUFFIXES = (".o", ".obj")
 SKIP_NAMES = ("lock",)
 PART = ".part"  # a file ``copy_files`` is writing: never copied on
@@ -97,22 +96,24 @@ def read_meta(path: Path, below: Path | None = None) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def copy_files(src: Path, dst: Path, limit: int = MAX_BYTES, skip: tuple[str, ...] = SKIP_SUFFIXES,
-               replace: bool = True, below: Path | None = None) -> bool:
-    """Copy ``src``'s regular files into ``dst`` (no links, FIFOs or devices; nothing named in ``skip``); False
-    when some did not fit in ``limit`` bytes (those are left out). Only bytes move: nothing is interpreted."""
+def copy_files(src: Path, dst: Path, limit: int, skip: tuple[str, ...] = SKIP_SUFFIXES, replace: bool = True,
+               below: Path | None = None) -> int:
+    """Copy ``src``'s regular files into ``dst`` (no links, FIFOs or devices; nothing named in ``skip``), at most
+    ``limit`` bytes of them (a file past the budget is left out); the bytes copied. Only bytes move: nothing is
+    interpreted."""
     try:
         fd = _open_dir(src, below)
     except OSError:
-        return True  # nothing to copy: missing, or not a directory
+        return 0  # nothing to copy: missing, or not a directory
+    budget = [limit]
     try:
-        return _copy_dir(fd, Path(dst), [limit], skip, replace)
+        _copy_dir(fd, Path(dst), budget, skip, replace)
     finally:
         os.close(fd)
+    return limit - budget[0]
 
 
-def _copy_dir(dir_fd: int, dst: Path, budget: list[int], skip: tuple[str, ...], replace: bool) -> bool:
-    whole = True
+def _copy_dir(dir_fd: int, dst: Path, budget: list[int], skip: tuple[str, ...], replace: bool) -> None:
     for entry in sorted(os.scandir(dir_fd), key=lambda e: e.name):
         is_dir = entry.is_dir(follow_symlinks=False)
         if not is_dir and (entry.name in SKIP_NAMES or entry.name.endswith((*skip, PART))):
@@ -124,17 +125,14 @@ def _copy_dir(dir_fd: int, dst: Path, budget: list[int], skip: tuple[str, ...], 
         try:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
-                whole = _copy_dir(fd, dst / entry.name, budget, skip, replace) and whole
-            elif stat.S_ISREG(st.st_mode) and (replace or not (dst / entry.name).exists()):
-                if st.st_size > budget[0]:
-                    whole = False
-                    continue
+                _copy_dir(fd, dst / entry.name, budget, skip, replace)
+            elif stat.S_ISREG(st.st_mode) and (replace or not (dst / entry.name).exists()) \
+                    and st.st_size <= budget[0]:
                 budget[0] -= st.st_size
                 dst.mkdir(parents=True, exist_ok=True)
                 _copy(fd, dst / entry.name, st.st_size)
         finally:
             os.close(fd)
-    return whole
 
 
 def _copy(fd: int, target: Path, size: int) -> None:
@@ -265,7 +263,8 @@ def publish(key: str, files: Mapping[str, bytes], meta: Mapping[str, Any], root:
     return root / key if (root / key / META).is_file() else None
 
 
-def _size(path: Path) -> int:
+def tree_bytes(path: Path) -> int:
+    """The bytes the regular files under ``path`` take (apparent or allocated, the larger)."""
     total = 0
     for p in path.rglob("*"):
         try:
@@ -291,7 +290,7 @@ def evict(root: Path, limit: int, keep: str | None = None) -> list[str]:
             continue
         if p.name.startswith(".") or not p.is_dir():
             continue
-        size = _size(p)
+        size = tree_bytes(p)
         total += size
         try:
             used = (p / META).stat().st_mtime

@@ -42,10 +42,9 @@ def carry_out(cache: Path, stored: Path, below: Path) -> None:
     """The candidate's ``cache`` (under its directory ``below``: no link followed) copied back to the stored
     cache: the trusted side only moves bytes, and files already stored stay. Where that added bytes, the stored
     caches are brought back within ``store_bytes()`` (``evict``), this one kept."""
-    before = _size(stored)
-    _copy(cache, stored, below)
+    added = _copy(cache, stored, below)
     _used(stored)
-    if _size(stored) > before:
+    if added:
         evict(stored.parent, store_bytes(), keep=stored.name)
 
 
@@ -66,7 +65,7 @@ def evict(root: Path, limit: int, keep: str | None = None) -> list[str]:
     except OSError:
         return []
     for e in found:
-        size = _size(Path(e.path))
+        size = build_cache.tree_bytes(Path(e.path))
         total += size
         try:
             entries.append((e.stat(follow_symlinks=False).st_mtime, e.name, size))
@@ -91,32 +90,12 @@ def _used(stored: Path) -> None:
         pass
 
 
-def _size(path: Path) -> int:
-    """The bytes of the regular files under ``path`` (a cache's key directories, one level down)."""
-    total = 0
-    for top in _entries(path):
-        for e in _entries(top.path) if top.is_dir(follow_symlinks=False) else [top]:
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                total += max(st.st_size, st.st_blocks * 512)
-    return total
-
-
-def _entries(path) -> list[os.DirEntry]:
+def _copy(src: Path, dst: Path, below: Path | None = None) -> int:
+    """The bytes copied (``build_cache.copy_files``; files already there stay)."""
     try:
-        return list(os.scandir(path))
+        return build_cache.copy_files(src, dst, MAX_CACHE_BYTES, skip=(), replace=False, below=below)
     except OSError:
-        return []
-
-
-def _copy(src: Path, dst: Path, below: Path | None = None) -> None:
-    try:
-        build_cache.copy_files(src, dst, MAX_CACHE_BYTES, skip=(), replace=False, below=below)
-    except OSError:
-        pass
+        return 0
 
 
 def relocate(cache: Path) -> int:

@@ -148,7 +148,7 @@ def test_the_cache_is_bounded_least_recently_used_first(tmp_path):
         build_cache.publish(key, {"f.so": bytes(1000)}, {}, root)
         os.utime(root / key / build_cache.META, (1000 + i, 1000 + i))
     build_cache.load("old", root)  # used now: the most recent
-    removed = build_cache.evict(root, 2 * build_cache._size(root / "new") + 10)  # room for two
+    removed = build_cache.evict(root, 2 * build_cache.tree_bytes(root / "new") + 10)  # room for two
     assert removed == ["mid"] and build_cache.load("old", root) and build_cache.load("new", root)
     sparse = root / "sparse"
     sparse.mkdir()

@@ -9,25 +9,25 @@
 #           timing (the held stream, side streams, CUPTI, graph time, faults, hangs, repeats, tf32x3: 10 tests), corpus
 #           (the integrity corpus, 135 tests, about 6 min on an H100), rest (the fast set's other tests: agents, compile
 #           ahead, hardware, memory, flush), quick (= corpus and timing in one pytest), bundled (every starter example
-#           on the GPU, baselines included), select (the GPU tests matching GPU_K, a pytest -k), languages (one example
-#           per kernel language on one problem, solutions posing as another language, a CUDA C++ build cached; the
-#           languages installed under /opt/solbench-lang by scripts/carry-language.sh, each on its own solutions' path),
-#           builds (the 50 shipped CUDA C++ examples built and their imports checked, on the host), run (the main job;
-#           RUN_ARGS, e.g. "--language cuda_cpp --baselines none"), rerun (the main job again: `run rerun` gives the
-#           fresh and the cached figure), cost (one solution's cost against SOL-ExecBench's CLI, side by side: needs
-#           .seb/, docs/PERFORMANCE.md), profile (one solution's eval, its trusted worker and candidates profiled:
-#           PROFILE_ARGS, by default the Triton gelu_tanh_and_mul example), phases (one solution's cold eval a few
-#           times, by phase: PHASES_ARGS, by default rmsnorm's Triton example), agreement (the audit against each honest
-#           fixture's claim, repeated: how far each stands from a false reject; AGREEMENT_ARGS, e.g. "--honest --files
-#           cuda_graph_cache.py"), bench, ncu, calibrate, floor, firstdraw (a workload's first input draw with
-#           the allocator's cache emptied and kept), start, probe, checks (the evaluation's own checks timed
-#           in-process on this host: benchmarks/bench_checks.py), repeat and repeat-nohold (run-to-run agreement with
-#           the held stream, the default, and without), profcost (what the language proof's profiler adds per solution:
-#           PROFCOST_N solutions, off and on), isolation (which step of the candidate's sandbox this machine's CUDA
-#           tolerates, start and IPC), agents (the agent loop, an external agent and a transfer experiment against a
-#           loopback model server, real GPU evaluations; then the loop's overhead), serve (the evaluation service under
-#           load: request latency, served throughput, times idle and loaded; needs the service's wheels in .whl:
-#           fastapi, starlette, uvicorn, opentelemetry-api; docs/GPU.md lists them)
+#           on the GPU, baselines included: the main job's stored evaluations where `run` came first), select (the GPU
+#           tests matching GPU_K, a pytest -k), languages (one example per kernel language on one problem, solutions
+#           posing as another language, a CUDA C++ build cached; the languages installed under /opt/solbench-lang by
+#           scripts/carry-language.sh, each on its own solutions' path), builds (the 50 shipped CUDA C++ examples built
+#           and their imports checked, on the host), run (the main job; RUN_ARGS, e.g. "--language cuda_cpp --baselines
+#           none"), rerun (the main job again: `run rerun` gives the fresh and the cached figure), cost (one solution's
+#           cost against SOL-ExecBench's CLI, side by side: needs .seb/, docs/PERFORMANCE.md), profile (one solution's
+#           eval, its trusted worker and candidates profiled: PROFILE_ARGS, by default the Triton gelu_tanh_and_mul
+#           example), phases (one solution's cold eval a few times, by phase: PHASES_ARGS, by default rmsnorm's Triton
+#           example), agreement (the audit against each honest fixture's claim, repeated: how far each stands from a
+#           false reject; AGREEMENT_ARGS, e.g. "--honest --files cuda_graph_cache.py"), bench, ncu, calibrate, floor,
+#           firstdraw (a workload's first input draw with the allocator's cache emptied and kept), start, probe, checks
+#           (the evaluation's own checks timed in-process on this host: benchmarks/bench_checks.py), repeat and
+#           repeat-nohold (run-to-run agreement with the held stream, the default, and without), profcost (what the
+#           language proof's profiler adds per solution: PROFCOST_N solutions, off and on), isolation (which step of the
+#           candidate's sandbox this machine's CUDA tolerates, start and IPC), agents (the agent loop, an external agent
+#           and a transfer experiment against a loopback model server, real GPU evaluations; then the loop's overhead),
+#           serve (the evaluation service under load: request latency, served throughput, times idle and loaded; needs
+#           the service's wheels in .whl: fastapi, starlette, uvicorn, opentelemetry-api; docs/GPU.md lists them)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline ahead (46 s on an H100,
@@ -98,8 +98,10 @@ run_stage() {
     timing) timeout ${TIMING_LIMIT:-300} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider \
              -k "not $REFS_K and not exploit and not honest and ($TIMING_K)" tests </dev/null 2>&1 \
              | tee "$OUT/timing.txt" ;;
-    bundled) timeout ${BUNDLED_LIMIT:-560} python3 -m pytest -m "gpu and bundled" -v -rfE -p no:cacheprovider tests \
-             </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
+    bundled) # an example the main job evaluated in this database (this tree, this GPU, default options) is checked
+           # from its stored evaluation, not evaluated again (tests/evaluate/test_gpu.py::_stored); the others are
+           SOLBENCH_BUNDLED_STORED=1 timeout ${BUNDLED_LIMIT:-560} python3 -m pytest -m "gpu and bundled" -v -s -rfE \
+             -p no:cacheprovider tests </dev/null 2>&1 | tee "$OUT/bundled.txt" ;;
     agents) { timeout ${AGENTS_LIMIT:-300} python3 -m pytest -m "gpu and agents" -v -rfE -s -p no:cacheprovider tests; \
              timeout 120 python3 benchmarks/bench_agent_loop.py --device cuda --attempts 3 --out "$OUT/agent-loop.json"; } \
              </dev/null 2>&1 | tee "$OUT/agents.txt" ;;

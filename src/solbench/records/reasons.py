@@ -140,6 +140,8 @@ CODES: dict[str, Code] = {c.id: c for c in (
        "own."),
     _c("time_unconfirmed", _W, "The audit could not re-time the workload with the trusted side's own clock: it "
        "passes unscored, and no speedup is computed from its time."),
+    _c("time_bounded", _W, "The audit confirmed the time only from upper bounds: the call waits on the device "
+       "inside itself, so no bracket had it queued before the device was let go."),
     _c("no_sol_bound", _W, "The reference could not be traced on fake tensors: no speed-of-light bound, no score."),
     _c("invalid_bound", _W, "The baseline's time is within 5% of the bound: the workload is not scored."),
     _c("bound_suspect", _W, "The time is under the bound but above the hard floor: the bound is for review and the "

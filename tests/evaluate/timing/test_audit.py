@@ -448,7 +448,7 @@ def _stand_ins(monkeypatch, calls: list | None = None):
         def call(self, k, first, inputs, values):
             if calls is not None:
                 calls.append(list(inputs))
-            return [[1.0] for _ in inputs], [[] for _ in inputs], 1.0
+            return [[1.0] for _ in inputs], [[] for _ in inputs], 1.0, False
 
         def finish(self, a, warm):
             pass
@@ -690,7 +690,76 @@ class _GroupEngine:
 
     def call(self, k, first, inputs, values):
         self.calls.append(list(inputs))
-        return [[1.0] for _ in inputs], [[] for _ in inputs], 1.0
+        return [[1.0] for _ in inputs], [[] for _ in inputs], 1.0, False
 
     def finish(self, a, warm):
         pass
+
+
+class _LateEngine(_GroupEngine):
+    """A GPU engine stand-in whose every bracket is late (the call waits on the device inside itself): ``ms`` per
+    bracket, never queued behind its hold."""
+
+    def __init__(self, group, calls, ms):
+        super().__init__(group, calls)
+        self.ms = ms
+
+    def call(self, k, first, inputs, values):
+        outs, after, _, _ = super().call(k, first, inputs, values)
+        return outs, after, self.ms, True
+
+
+def test_late_brackets_are_kept_as_upper_bounds_and_their_calls_judged(monkeypatch):
+    """Every bracket late: none counted, each past the first kept as an upper bound of the call's time, and every
+    call of theirs judged like a counted one's (presence and the share re-checked)."""
+    from solbench.evaluate.timing import audit
+
+    calls: list = []
+    sub = _stand_ins(monkeypatch, calls)
+    sub.ctx.dev.type = "cuda"
+    monkeypatch.setattr(audit.audit_gpu, "GpuAudit", lambda s, slots, m: _LateEngine(m, calls, 4.0))
+    monkeypatch.setattr(audit, "_group", lambda *a: 2)
+    judged: list = []
+    got = audit.run(sub, "u", lambda seed: [seed], [], [], Calibration(0.5, 0.0), lambda *a: judged.append(1),
+                    4, claimed_ms=1.0)
+    warm = audit.warm_brackets(4, 2, True)
+    assert got.trusted_ms == [] and got.late == len(calls) == warm + 8
+    assert got.bounds == [(1.75, 2)] * 8  # (4 ms less the 0.5 ms hand-over) over 2 calls
+    assert judged and got.rechecked == len(judged)
+    bounded = got.bounded()
+    assert bounded.method == "stamps_bound" and bounded.median_ms == 1.75 and bounded.calls == 16
+    assert bounded.record()["audit_method"] == "stamps_bound"
+
+
+def _late_looks(monkeypatch, bounds_ms: float, count: int = 12):
+    """``confirm`` against audits whose every bracket was late, each bound ``bounds_ms`` per call."""
+    from solbench.evaluate.timing import audit
+
+    def run(sub, uuid, draw, shapes, inplace, calib, recheck, n, claimed, first_draw=0, enough=None):
+        return Audit(method="stamps", bounds=[(bounds_ms, 1)] * count, late=count + 3)
+
+    monkeypatch.setattr(audit, "run", run)
+    monkeypatch.setattr(audit, "calibration", lambda *a: Calibration(0.29, 0.001))
+
+
+def test_a_time_standing_against_every_upper_bound_is_confirmed_by_them(monkeypatch):
+    """A synchronising call (every bracket late) whose timing stands against even its slowest upper bound is
+    confirmed, the audit's method saying how (``stamps_bound``)."""
+    from solbench.evaluate.timing.audit import confirm
+
+    _late_looks(monkeypatch, 3.6)
+    record = confirm(_Sub(), "w", None, [], [], None, [3.5] * 30)
+    assert record["audit_method"] == "stamps_bound" and record["audit_ms"] == 3.6
+    assert "audit_unconfirmed" not in record
+
+
+def test_upper_bounds_above_the_time_leave_it_unconfirmed_never_forged(monkeypatch):
+    """Upper bounds far above the timing cannot tell a forged time from the waits they hold: unconfirmed, with
+    the bounds said, and no conviction."""
+    from solbench.evaluate.timing.audit import confirm
+
+    _late_looks(monkeypatch, 9.0)
+    record = confirm(_Sub(), "w", None, [], [], None, [1.0] * 30)
+    assert record["audit_ms"] is None and "as upper bounds 9 ms per call" in record["audit_unconfirmed"]
+    _late_looks(monkeypatch, 3.6, count=2)  # too few bounds to stand for the audit
+    assert confirm(_Sub(), "w", None, [], [], None, [3.5] * 30)["audit_ms"] is None

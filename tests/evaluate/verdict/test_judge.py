@@ -210,3 +210,14 @@ def test_an_unconfirmed_time_earns_neither_a_score_nor_a_speedup(axpy):
     assert w.sol_score is None and w.speedup_vs_eager is None and w.speedup_vs_baseline is None
     confirmed = judge(axpy, samples_ms=[2.0] * 20, wall_ms=[2.1] * 3)
     assert confirmed.speedup_vs_eager == 2.0 and confirmed.sol_score is not None
+
+
+def test_a_time_confirmed_from_upper_bounds_is_scored_and_said_to_be(axpy):
+    """A time the audit confirmed from late brackets alone (``stamps_bound``: the call waits on the device inside
+    itself) scores like any confirmed time, with the warning time_bounded; a time confirmed by brackets on time
+    carries no such warning."""
+    w = judge(axpy, samples_ms=[2.0] * 20, wall_ms=[2.1] * 3, audit_ms=2.1, audit_method="stamps_bound")
+    assert w.verdict == "passed" and "time_bounded" in w.warnings and w.sol_score is not None
+    assert "time_unconfirmed" not in w.warnings and w.audit_method == "stamps_bound"
+    plain = judge(axpy, samples_ms=[2.0] * 20, wall_ms=[2.1] * 3, audit_ms=2.1, audit_method="stamps")
+    assert "time_bounded" not in plain.warnings

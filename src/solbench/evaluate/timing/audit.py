@@ -32,7 +32,9 @@ hand-over calibrated anew, is ``reward_hack`` (``time_forgery``); where the audi
 passes unscored with the warning ``time_unconfirmed``. A first audit ends after ``SHORT_LOOK`` counted brackets
 where the timing stands against even the slowest of them (``clearly_confirmed``: the common case of an honest
 solution), judging proportionally more of their calls against the reference; any other first audit, and every
-second one, counts all of its brackets.
+second one, counts all of its brackets. Where too few GPU brackets were on time (a call that waits on the device
+inside itself is never queued whole behind a hold), the late ones, upper bounds of the call's time, can confirm
+the timing but never convict it (``Audit.bounded``).
 """
 
 from __future__ import annotations
@@ -160,22 +162,24 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
             # come after them); a counted one gets one draw of m fresh sets
             inputs = [probe] * m if k < warm else draw_sets(draw, seed, m)
             with ctx.phases("timing.audit.bracket"):  # the hand-over, the calls and the copies in and out
-                outs, after, ms = engine.call(k, drawn % slots.layout.n, inputs, values[k])
+                outs, after, ms, late = engine.call(k, drawn % slots.layout.n, inputs, values[k])
             drawn += m
-            if ms is None:
-                audit.late += 1
-                continue
+            audit.late += late
             if k < warm:
                 continue
             if m not in own:
                 own[m] = engine.own_ms(probe, m)
-            audit.own_ms, audit.group, audit.calls = own[m], min(audit.group, m), audit.calls + m
-            audit.trusted_ms.append((ms - own[m] - calib.overhead_ms) / m - calib.call_ms)
+            per_call = (ms - own[m] - calib.overhead_ms) / m - calib.call_ms
+            if late:  # an upper bound only (``Audit.bounded``); its calls are judged like any
+                audit.bounds.append((per_call, m))
+            else:
+                audit.own_ms, audit.group, audit.calls = own[m], min(audit.group, m), audit.calls + m
+                audit.trusted_ms.append(per_call)
             with ctx.phases("timing.audit.check"):
                 left = unwritten_calls(outs)
                 for j in range(m):  # every audited call left all of its output by its end
                     check(outs[j], inputs[j], after[j], set_key(seed, m, j), m, left[j])
-            if enough is not None and len(audit.trusted_ms) >= SHORT_LOOK and enough(audit):
+            if not late and enough is not None and len(audit.trusted_ms) >= SHORT_LOOK and enough(audit):
                 audit.short = True
                 break
     except Ended:
@@ -348,10 +352,22 @@ def _look(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: lis
     except Unaudited as why:
         return "unconfirmed", str(why)[:300], None, None
     if not audit.short and len(audit.trusted_ms) < n // 2:
-        return "unconfirmed", (f"{audit.late} audited brackets took longer on the host than the longest hold "
-                               f"({audit_gpu.MAX_HOLD_S * 1e3:.0f} ms)"), audit, calib
+        return _bounded(samples_ms, audit, calib, n)
     outcome, why = verdict(samples_ms, audit, calib, ctx.dev.type)
     return outcome, why, audit, calib
+
+
+def _bounded(samples_ms: list[float], audit: Audit, calib: Calibration,
+             n: int) -> tuple[str, str | None, Audit | None, Calibration | None]:
+    """An audit too few of whose brackets were on time (GPU: the candidate's host side outlasted the hold) judged
+    on its late ones as upper bounds (``Audit.bounded``): confirmed where the timing stands against even the
+    slowest of at least half the brackets asked for, else unconfirmed, never forged."""
+    bounded = audit.bounded()
+    if len(bounded.trusted_ms) >= max(1, n // 2) and clearly_confirmed(samples_ms, bounded, "cuda"):
+        return "confirmed", None, bounded, calib
+    seen = f" (as upper bounds {bounded.median_ms:.4g} ms per call)" if bounded.trusted_ms else ""
+    return "unconfirmed", (f"{audit.late} audited brackets took longer on the host than the longest hold "
+                           f"({audit_gpu.MAX_HOLD_S * 1e3:.0f} ms){seen}"), audit, calib
 
 
 def _run_within_memory(sub, *args, **kw) -> Audit:

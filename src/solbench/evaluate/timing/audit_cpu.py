@@ -34,7 +34,8 @@ class CpuAudit:
         return 0.0  # the inputs are written before the clock starts: the candidate waits in ``go``'s read
 
     def call(self, k: int, s: int, group: list[list[Any]], values: list[Any]):
-        """Audit call ``k`` (a group of one) on slot ``s``: ([outputs], [inputs after], its CPU time in ms)."""
+        """Audit call ``k`` (a group of one) on slot ``s``: ([outputs], [inputs after], its CPU time in ms, False:
+        never late, its CPU time is the call's whatever the wait)."""
         (inputs,) = group
         self.slots.fill(s, inputs)
         u0 = outside.usage(self.pid, tree=False) if self.pid else None
@@ -52,7 +53,7 @@ class CpuAudit:
             raise Rejected(["thread_injection"], f"the candidate's process has {u1.threads} threads (it had "
                            f"{self.threads} when it was ready), read from outside it")
         self.cpu_ms.append((u1.cpu_ns - u0.cpu_ns) / 1e6)
-        return [outs], [after], self.cpu_ms[-1]
+        return [outs], [after], self.cpu_ms[-1], False
 
     def finish(self, audit, warm: int) -> None:
         threads = max(1, int(self.sub.ctx.job.get("cpu_threads") or 1))

@@ -132,7 +132,9 @@ class GpuAudit:
 
     def call(self, k: int, first: int, inputs: list[list[Any]], values: list[Any]):
         """Audit group ``k``, one call per input set on slots ``first``, ``first + 1``, ...: (outputs per call,
-        inputs after per call, the bracket in ms or None when not counted)."""
+        inputs after per call, the bracket in ms, whether it was late: the candidate's host side outlasted the
+        hold, so its launches may have come after the ``go`` flag and the bracket also holds the device's waits for
+        them: an upper bound of the calls' time, not their time)."""
         torch = self.torch
         n = self.slots.layout.n
         slots = [(first + j) % n for j in range(len(inputs))]
@@ -161,9 +163,7 @@ class GpuAudit:
         if host_s >= MAX_HOLD_S / 2 and self.group > 1:  # the next groups smaller, so that their host side fits
             self.group = max(1, int(self.group * MAX_HOLD_S / (2 * host_s)))
         outs, after = [t[0] for t in taken], [t[1] for t in taken]
-        if host_s >= hold_s:
-            return outs, after, None  # the candidate's launches may have come after the go flag: not counted
-        return outs, after, globaltimer.spans_ms(self.stamps)[0]
+        return outs, after, globaltimer.spans_ms(self.stamps)[0], host_s >= hold_s
 
     def _settle(self, k: int) -> None:
         """Wait for the group's bracket to end, within the candidate's time left. A candidate that answered

@@ -11,6 +11,7 @@ nothing (``is_blind``).
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,12 +40,17 @@ class Calibration:
 
 @dataclass
 class Audit:
-    method: str  # "stamps" (GPU: %globaltimer) or "cpu_time" (CPU: the kernel's accounting of the process)
+    #: "stamps" (GPU: %globaltimer), "stamps_bound" (GPU, late brackets only: ``bounded``) or "cpu_time" (CPU: the
+    #: kernel's accounting of the process)
+    method: str
     trusted_ms: list[float] = field(default_factory=list)  # per counted bracket: its time less overheads, per call
+    #: per late bracket past the first (GPU): the same, an upper bound of the call's time (``bounded``), and its
+    #: calls
+    bounds: list[tuple[float, int]] = field(default_factory=list)
     overhead_ms: float = 0.0  # the hand-over's, per bracket
     call_ms: float = 0.0  # the gap between calls, per call (GPU)
     own_ms: float = 0.0  # the trusted side's own work inside a bracket
-    late: int = 0  # GPU calls not counted: the host side outlasted the hold
+    late: int = 0  # GPU brackets not counted: the host side outlasted the hold
     rechecked: int = 0  # audited calls judged against the reference
     group: int = 1  # calls per bracket, the fewest of any counted one (GPU: ``audit_gpu.group_size``)
     calls: int = 0  # counted calls, over every counted bracket
@@ -55,7 +61,18 @@ class Audit:
         """The audit's time (``center``)."""
         if not self.trusted_ms:
             return None
-        return center(self.trusted_ms, "cuda" if self.method == "stamps" else "cpu")
+        return center(self.trusted_ms, "cpu" if self.method == "cpu_time" else "cuda")
+
+    def bounded(self) -> "Audit":
+        """The audit of the late brackets alone, as upper bounds (method ``stamps_bound``). A call that waits on
+        the device inside itself (a synchronisation: ``cudnnDestroy``, a read of a result) cannot be queued whole
+        behind any hold, so every bracket of it is late; its stamps still bracket all of its work (its inputs
+        exist nowhere before the first, its outputs are read after the second), and the device's waits for its
+        launches only lengthen them. Such an audit can confirm a time (``clearly_confirmed``: the timing stands
+        against even its slowest bound), never convict one."""
+        return dataclasses.replace(self, method="stamps_bound", trusted_ms=[ms for ms, _ in self.bounds], bounds=[],
+                                   calls=sum(m for _, m in self.bounds),
+                                   group=min((m for _, m in self.bounds), default=self.group), short=False)
 
     def record(self) -> dict[str, Any]:
         return {"audit_ms": self.median_ms, "audit_calls": self.calls, "audit_group": self.group,

@@ -189,11 +189,14 @@ def _physics_floor(res: WorkloadResult, problem: Problem, datasheet: Ceilings, l
 
 
 def _audit(res: WorkloadResult, r: WorkloadReport) -> None:
-    """A time the trusted side's own clock did not confirm scores nothing (``timing.audit``)."""
+    """A time the trusted side's own clock did not confirm scores nothing (``timing.audit``); one it confirmed from
+    upper bounds alone is said to be (``time_bounded``)."""
     if res.verdict == "passed" and res.time_ms is not None and not res.interpreted and res.audit_ms is None:
         res.warnings.append("time_unconfirmed")
         if r.audit_unconfirmed:
             res.message = res.message or f"the time is unconfirmed: {r.audit_unconfirmed}"
+    elif res.audit_ms is not None and res.audit_method == "stamps_bound":
+        res.warnings.append("time_bounded")
 
 
 def _score(res: WorkloadResult) -> None:

@@ -1,5 +1,9 @@
+import math
+
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from solbench.evaluate.verdict.correctness import compare_output, tolerance_for
 from solbench.problems.definition import Tolerance
@@ -475,3 +479,34 @@ def test_a_device_comparison_is_chunked_so_its_temporaries_fit():
     assert ew.CPU_CHUNK <= ew.chunk_for(on_device) <= 1 << 26
     assert ew.chunk_for(torch.empty(4)) == ew.CPU_CHUNK
 
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.float16]),
+       noise=st.sampled_from([0.0, 1e-7, 1e-5, 1e-3, 1e-1]), special=st.sampled_from([None, "nan", "inf", "zeros"]),
+       n=st.integers(1, 300))
+def test_the_quick_path_agrees_with_the_full_comparison(seed, dtype, noise, special, n):
+    """Where the anchor-only test passes an output (``errors_within``), the full elementwise statistics pass it
+    too, with the same largest errors; ``compare_output`` reports those, and its verdict is the full one's."""
+    from solbench.evaluate.verdict.elementwise import elementwise, errors_within
+
+    g = torch.Generator().manual_seed(seed)
+    anchor = torch.randn(n, generator=g, dtype=torch.float64)
+    ref = anchor.to(dtype)
+    got = (anchor * (1 + noise * torch.randn(n, generator=g, dtype=torch.float64))).to(dtype)
+    if special == "nan":
+        got[n // 2] = float("nan")
+    elif special == "inf":
+        anchor[n // 2] = float("inf")
+    elif special == "zeros":
+        got.zero_()
+    tol = tolerance_for(str(dtype).removeprefix("torch."))
+    quick = errors_within(got, anchor, dtype, tol.atol, tol.rtol, tol.max_abs_error)
+    full = elementwise(got, ref, anchor, tol.atol, tol.rtol, None, 0.0)
+    c = compare_output("o", got, ref, anchor, dtype, tol)
+    if quick is not None:
+        assert full.n_ok == full.n and not full.bad_special and (full.got_nonzero or not full.anchor_nonzero)
+        assert quick == (full.max_abs, full.max_rel) and c.ok
+        assert (c.max_abs_err, c.max_rel_err) == quick
+    else:  # the full comparison decided, as it always did
+        assert (c.max_abs_err == full.max_abs or math.isnan(full.max_abs)) and not (c.ok and special == "nan")

@@ -101,25 +101,38 @@ def within(got: Any, anchor: Any, dtype: torch.dtype, atol: float, rtol: float, 
     (``|got - anchor| <= atol + rtol * |anchor|`` at every element, in ``elementwise``'s arithmetic), with
     nothing for ``correctness.compare_output`` to fail it on: the exact type, shape, dtype and device, a finite
     anchor, not all zeros where the anchor is not, no error above ``cap``. False says only that the full
-    comparison must decide. A handful of operations and one read-back per chunk (as ``elementwise`` reads
-    them), against ``elementwise``'s two dozen; it stops at the first chunk that fails."""
+    comparison must decide (``errors_within``)."""
+    return errors_within(got, anchor, dtype, atol, rtol, cap, relative=False) is not None
+
+
+def errors_within(got: Any, anchor: Any, dtype: torch.dtype, atol: float, rtol: float, cap: float | None,
+                  relative: bool = True) -> tuple[float, float] | None:
+    """``within``'s test, and where it passes the largest absolute and relative errors, as ``elementwise`` counts
+    them (against the anchor, in its arithmetic; the relative one 0.0 unless ``relative``); None where the full
+    comparison must decide. A handful of operations and one read-back per chunk (as ``elementwise`` reads them),
+    against ``elementwise``'s three dozen; it stops at the first chunk that fails."""
     if type(got) is not torch.Tensor or not isinstance(anchor, torch.Tensor) or got.dtype != dtype \
             or tuple(got.shape) != tuple(anchor.shape) or got.device != anchor.device or got.numel() == 0 \
             or not got.is_floating_point():
-        return False
+        return None
     wide = torch.float64 if got.dtype.itemsize >= 4 else torch.float32
     flat_g, flat_a = got.reshape(-1), anchor.reshape(-1)
     n = flat_g.numel()
     step = chunk_for(got)
     some_a = some_g = False
+    max_abs = max_rel = 0.0
     for lo in range(0, n, step):
         g, a = flat_g[lo:lo + step].to(wide), flat_a[lo:lo + step].to(wide)
-        err = (g - a).abs_()
-        top = err.max() if cap is not None else torch.zeros((), dtype=wide, device=g.device)
+        err, size = (g - a).abs_(), a.abs()
+        allowed = size.mul(rtol) if relative else size.mul_(rtol)  # ``size`` kept where the relative errors need it
+        top = err.max() if relative or cap is not None else torch.zeros((), dtype=wide, device=g.device)
         finite, ok, a_nz, g_nz, top = torch.stack([
-            torch.isfinite(a).all().to(wide), (err <= a.abs().mul_(rtol).add_(atol)).all().to(wide),
+            torch.isfinite(a).all().to(wide), (err <= allowed.add_(atol)).all().to(wide),
             a.ne(0).any().to(wide), g.ne(0).any().to(wide), top.to(wide)]).tolist()
         if not (finite and ok and (cap is None or top <= cap)):
-            return False
+            return None
         some_a, some_g = some_a or bool(a_nz), some_g or bool(g_nz)
-    return some_g or not some_a
+        max_abs = max(max_abs, top)
+        if relative:
+            max_rel = max(max_rel, float(err.div_(size.clamp_min_(1e-12)).max()))
+    return (max_abs, max_rel) if some_g or not some_a else None

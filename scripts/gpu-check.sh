@@ -1,33 +1,35 @@
 #!/usr/bin/env bash
 # The GPU check, by stages: the main job on the starter suite, the GPU test set, benchmarks.
 # Usage: scripts/gpu-check.sh [stage ...]
-#   stages: tests (= refs timing corpus+builds rest bundled languages: the GPU test set), fast (= refs timing corpus
-#           rest: the set but the bundled examples and the languages' tests), A+B (stages A and B at once, A on four
-#           cores, B, host work alone, niced on the others: corpus+builds), refs (the 124 references' soundness on the
-#           GPU, nothing timed, one at a time: 144 s on an H100; REFS_WORKERS above 1 runs them in that many
-#           pytest-xdist processes, those of large workloads in one: with 4, 51 of 124 ran out of an H100's memory),
-#           timing (the held stream, side streams, CUPTI, graph time, faults, hangs, repeats, tf32x3: 10 tests), corpus
-#           (the integrity corpus, 135 tests, about 6 min on an H100), rest (the fast set's other tests: agents, compile
-#           ahead, hardware, memory, flush), quick (= corpus and timing in one pytest), bundled (every starter example
-#           on the GPU, baselines included: the main job's stored evaluations where `run` came first), select (the GPU
-#           tests matching GPU_K, a pytest -k), languages (one example per kernel language on one problem, solutions
-#           posing as another language, a CUDA C++ build cached; the languages installed under /opt/solbench-lang by
-#           scripts/carry-language.sh, each on its own solutions' path), builds (the 50 shipped CUDA C++ examples built
-#           and their imports checked, on the host), run (the main job; RUN_ARGS, e.g. "--language cuda_cpp --baselines
-#           none"), rerun (the main job again: `run rerun` gives the fresh and the cached figure), cost (one solution's
-#           cost against SOL-ExecBench's CLI, side by side: needs .seb/, docs/PERFORMANCE.md), profile (one solution's
-#           eval, its trusted worker and candidates profiled: PROFILE_ARGS, by default the Triton gelu_tanh_and_mul
-#           example), phases (one solution's cold eval a few times, by phase: PHASES_ARGS, by default rmsnorm's Triton
-#           example), agreement (the audit against each honest fixture's claim, repeated: how far each stands from a
-#           false reject; AGREEMENT_ARGS, e.g. "--honest --files cuda_graph_cache.py"), bench, ncu, calibrate, floor,
-#           firstdraw (a workload's first input draw with the allocator's cache emptied and kept), start, probe, checks
-#           (the evaluation's own checks timed in-process on this host: benchmarks/bench_checks.py), repeat and
-#           repeat-nohold (run-to-run agreement with the held stream, the default, and without), profcost (what the
-#           language proof's profiler adds per solution: PROFCOST_N solutions, off and on), isolation (which step of the
-#           candidate's sandbox this machine's CUDA tolerates, start and IPC), agents (the agent loop, an external agent
-#           and a transfer experiment against a loopback model server, real GPU evaluations; then the loop's overhead),
-#           serve (the evaluation service under load: request latency, served throughput, times idle and loaded; needs
-#           the service's wheels in .whl: fastapi, starlette, uvicorn, opentelemetry-api; docs/GPU.md lists them)
+#   stages: tests (= refs timing corpus+prebuild+builds rest bundled languages: the GPU test set), fast (= refs timing
+#           corpus rest: the set but the bundled examples and the languages' tests), A+B (stages A and B at once, A on
+#           four cores, B, host work alone, niced on the others: corpus+builds; A+B+C: B then C beside A), refs (the 124
+#           references' soundness on the GPU, nothing timed, one at a time: 144 s on an H100; REFS_WORKERS above 1 runs
+#           them in that many pytest-xdist processes, those of large workloads in one: with 4, 51 of 124 ran out of an
+#           H100's memory), timing (the held stream, side streams, CUPTI, graph time, faults, hangs, repeats, tf32x3: 10
+#           tests), corpus (the integrity corpus, 135 tests, about 6 min on an H100), rest (the fast set's other tests:
+#           agents, compile ahead, hardware, memory, flush), quick (= corpus and timing in one pytest), bundled (every
+#           starter example on the GPU, baselines included: the main job's stored evaluations where `run` came first),
+#           select (the GPU tests matching GPU_K, a pytest -k), languages (one example per kernel language on one
+#           problem, solutions posing as another language, a CUDA C++ build cached; the languages installed under
+#           /opt/solbench-lang by scripts/carry-language.sh, each on its own solutions' path), prebuild (the corpus's
+#           compiled solutions built into the build cache on the host, for `quick` or `corpus` beside it:
+#           quick+prebuild), builds (the 50 shipped CUDA C++ examples built and their imports checked, on the host), run
+#           (the main job; RUN_ARGS, e.g. "--language cuda_cpp --baselines none"), rerun (the main job again: `run
+#           rerun` gives the fresh and the cached figure), cost (one solution's cost against SOL-ExecBench's CLI, side
+#           by side: needs .seb/, docs/PERFORMANCE.md), profile (one solution's eval, its trusted worker and candidates
+#           profiled: PROFILE_ARGS, by default the Triton gelu_tanh_and_mul example), phases (one solution's cold eval a
+#           few times, by phase: PHASES_ARGS, by default rmsnorm's Triton example), agreement (the audit against each
+#           honest fixture's claim, repeated: how far each stands from a false reject; AGREEMENT_ARGS, e.g. "--honest
+#           --files cuda_graph_cache.py"), bench, ncu, calibrate, floor, firstdraw (a workload's first input draw with
+#           the allocator's cache emptied and kept), start, probe, checks (the evaluation's own checks timed in-process
+#           on this host: benchmarks/bench_checks.py), repeat and repeat-nohold (run-to-run agreement with the held
+#           stream, the default, and without), profcost (what the language proof's profiler adds per solution:
+#           PROFCOST_N solutions, off and on), isolation (which step of the candidate's sandbox this machine's CUDA
+#           tolerates, start and IPC), agents (the agent loop, an external agent and a transfer experiment against a
+#           loopback model server, real GPU evaluations; then the loop's overhead), serve (the evaluation service under
+#           load: request latency, served throughput, times idle and loaded; needs the service's wheels in .whl:
+#           fastapi, starlette, uvicorn, opentelemetry-api; docs/GPU.md lists them)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline ahead (46 s on an H100,
@@ -61,7 +63,7 @@ export SOLBENCH_GPU_DB="$OUT/gpu.db"
 [ -f .gpudb/gpu.db ] && [ ! -f "$SOLBENCH_GPU_DB" ] && cp .gpudb/gpu.db "$SOLBENCH_GPU_DB" && chmod u+w "$SOLBENCH_GPU_DB"
 stages=()
 for s in "$@"; do
-  case "$s" in tests) stages+=(refs timing corpus+builds rest bundled languages) ;;
+  case "$s" in tests) stages+=(refs timing corpus+prebuild+builds rest bundled languages) ;;
     fast) stages+=(refs timing corpus rest) ;; *) stages+=("$s") ;; esac
 done
 [ ${#stages[@]} -eq 0 ] && stages=(refs timing corpus rest bundled run bench)
@@ -107,6 +109,9 @@ run_stage() {
              </dev/null 2>&1 | tee "$OUT/agents.txt" ;;
     languages) timeout ${LANGUAGES_LIMIT:-300} python3 -m pytest -m "gpu and languages" -v -rfE -s -p no:cacheprovider \
              -k "not $BUILDS_K" tests </dev/null 2>&1 | tee "$OUT/languages.txt" ;;
+    prebuild) # the corpus's compiled solutions built into the build cache on the host, in the order the corpus
+           # evaluates them (scripts/prebuild_corpus.py): beside `quick` or `corpus`, whose evaluations then find them
+           timeout ${PREBUILD_LIMIT:-400} python3 scripts/prebuild_corpus.py </dev/null 2>&1 | tee "$OUT/prebuild.txt" ;;
     builds) # the 50 shipped CUDA C++ examples built on the host (nvcc; nothing runs on the GPU) and their imports
            # checked: the languages stage's host-side part, which `corpus+builds` runs beside the corpus
            timeout ${BUILDS_LIMIT:-400} python3 -m pytest -m "gpu and languages" -v -rfE -s -p no:cacheprovider \
@@ -177,14 +182,19 @@ run_stage() {
   echo "rc=${PIPESTATUS[0]} $(( $(date +%s) - start ))s" >"$STATUS/$stage"
 }
 # A+B: stage A on the first 4 of this process's cores and stage B (host work alone: builds) niced on the others, at
-# once, as the main job's build pool does beside its evaluations; one after the other where there are fewer than 8
+# once, as the main job's build pool does beside its evaluations; one after the other where there are fewer than 8.
+# A+B+C: B then C beside A
 side_by_side() {
   local first rest
   read -r first rest < <(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); j = lambda x: ",".join(map(str, x))
 print(j(c[:4]), j(c[4:]) if len(c) >= 8 else "")')
-  if [ -z "$rest" ] || ! command -v taskset >/dev/null; then run_stage "$1"; run_stage "$2"; return; fi
+  local s
+  if [ -z "$rest" ] || ! command -v taskset >/dev/null; then
+    run_stage "$1"; for s in ${2//+/ }; do run_stage "$s"; done; return
+  fi
   ( taskset -cp "$first" $BASHPID >/dev/null; run_stage "$1" ) &
-  ( taskset -cp "$rest" $BASHPID >/dev/null; renice -n 10 -p $BASHPID >/dev/null; run_stage "$2" >/dev/null ) &
+  ( taskset -cp "$rest" $BASHPID >/dev/null; renice -n 10 -p $BASHPID >/dev/null
+    for s in ${2//+/ }; do run_stage "$s" >/dev/null; done ) &
   wait
 }
 for stage in "${stages[@]}"; do

@@ -210,6 +210,20 @@ def test_an_honest_gpu_time_is_confirmed_by_the_trusted_clock(big):
         assert 0.5 * w.time_ms - 0.1 < w.audit_ms < 2 * w.time_ms + 0.1, (w.audit_ms, w.time_ms)
 
 
+
+@pytest.mark.gpu
+def test_a_call_that_waits_on_the_device_inside_itself_is_confirmed_from_upper_bounds():
+    """A solution that reads a result back inside its call (here a check of its inputs) is never queued whole
+    behind the audit's hold, so every bracket is late: its time is confirmed from them as upper bounds
+    (``time_bounded``) and scored, not left unconfirmed (the cuDNN example's handle, 2026-12-07)."""
+    problem = load_problem(TESTS / "fixtures" / "problems" / "axpy")
+    sol = load_solution(TESTS / "fixtures" / "gpu" / "synchronising.py", problem.name)
+    ev = evaluate(problem, sol, EvalOptions(device="cuda", baselines=("eager",), workloads=["axpy-gpu"]))
+    (w,) = ev.workloads
+    assert ev.verdict == "passed", (w.reasons, w.message)
+    assert "time_unconfirmed" not in w.warnings, w.message
+    assert w.audit_method == "stamps_bound" and "time_bounded" in w.warnings and w.sol_score is not None, w
+
 def test_a_sealed_candidate_keeps_the_thread_pools_its_libraries_use(tmp_path):
     """The candidate is forked from a zygote (whose thread pools the fork loses) and sealed against new threads:
     a solution whose call uses BLAS through numpy and a parallel torch reduction still answers (OpenBLAS spun

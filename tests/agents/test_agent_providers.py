@@ -194,7 +194,7 @@ def test_slow_reply_beyond_timeout_is_retried_then_fails(protocol):
         t0 = time.monotonic()
         with pytest.raises(ProviderError, match=r"after 2 tries.*within the timeout.*timeout_s") as e:
             p.complete(user("x"))
-        assert time.monotonic() - t0 < 2.5
+        assert time.monotonic() - t0 < 5.0  # two tries that waited for their replies would take 6 s
         assert srv.calls == 2 and srv.remaining == 1
     assert "\n" not in str(e.value)
 

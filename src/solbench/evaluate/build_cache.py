@@ -179,10 +179,15 @@ def locked(key: str, root: Path | None = None, timeout_s: float | None = None) -
 
 
 def cache_bytes() -> int:
+    return bytes_from_env("SOLBENCH_BUILD_CACHE_BYTES", CACHE_BYTES)
+
+
+def bytes_from_env(var: str, default: int) -> int:
+    """A cache's size limit: ``var`` where it holds a number (1 MiB at least), else ``default``."""
     try:
-        return max(1 << 20, int(os.environ.get("SOLBENCH_BUILD_CACHE_BYTES", CACHE_BYTES)))
+        return max(1 << 20, int(os.environ.get(var, default)))
     except ValueError:
-        return CACHE_BYTES
+        return default
 
 
 def _read_file(dir_fd: int, name: str, limit: int) -> bytes | None:
@@ -297,17 +302,27 @@ def evict(root: Path, limit: int, keep: str | None = None) -> list[str]:
         except OSError:
             used = 0.0
         entries.append((used, p.name, size))
+
+    def remove(name: str) -> bool:
+        with locked(name, root, timeout_s=0) as held:
+            if held:
+                shutil.rmtree(root / name, ignore_errors=True)
+            return held
+
+    return oldest_out(entries, total, limit, keep, remove)
+
+
+def oldest_out(entries: list[tuple[float, str, int]], total: int, limit: int, keep: str | None,
+               remove: Callable[[str], bool]) -> list[str]:
+    """Entries (last used, name, bytes) of a cache taking ``total`` bytes removed, least recently used first and
+    never ``keep``, until it takes at most ``limit``: ``remove(name)`` says whether one went. The names removed."""
     removed = []
     for _used, name, size in sorted(entries):
         if total <= limit:
             break
-        if name == keep:
-            continue
-        with locked(name, root, timeout_s=0) as held:
-            if held:
-                shutil.rmtree(root / name, ignore_errors=True)
-                total -= size
-                removed.append(name)
+        if name != keep and remove(name):
+            total -= size
+            removed.append(name)
     return removed
 
 

@@ -49,10 +49,7 @@ def carry_out(cache: Path, stored: Path, below: Path) -> None:
 
 
 def store_bytes() -> int:
-    try:
-        return max(1 << 20, int(os.environ.get("SOLBENCH_TRITON_CACHE_BYTES", STORE_BYTES)))
-    except ValueError:
-        return STORE_BYTES
+    return build_cache.bytes_from_env("SOLBENCH_TRITON_CACHE_BYTES", STORE_BYTES)
 
 
 def evict(root: Path, limit: int, keep: str | None = None) -> list[str]:
@@ -71,15 +68,8 @@ def evict(root: Path, limit: int, keep: str | None = None) -> list[str]:
             entries.append((e.stat(follow_symlinks=False).st_mtime, e.name, size))
         except OSError:
             continue
-    removed = []
-    for _used_at, name, size in sorted(entries):
-        if total <= limit:
-            break
-        if name != keep:
-            shutil.rmtree(root / name, ignore_errors=True)
-            total -= size
-            removed.append(name)
-    return removed
+    return build_cache.oldest_out(entries, total, limit, keep,
+                                  lambda name: shutil.rmtree(root / name, ignore_errors=True) or True)
 
 
 def _used(stored: Path) -> None:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from solbench.evaluate.boundary import ring
-from solbench.evaluate.boundary.arena import Arena, view
+from solbench.evaluate.boundary.arena import ALIGN, Arena, view
 
 
 def _draw(seed):
@@ -107,3 +107,36 @@ def test_capacity_is_bounded_by_memory_and_by_the_cap():
     assert ring.capacity(50 << 20, cpu, 50 << 20) == 10  # 100 MB a slot: what 1 GiB holds
     assert ring.capacity(400 << 20, cpu, 400 << 20) == 5  # 800 MB a slot: what 4 GiB holds, up to 8
     assert ring.capacity(3 << 30, cpu, 0) == 1
+
+
+def test_a_calls_arguments_are_dense_copies_at_a_shifting_offset_of_the_harness_buffer(tmp_path):
+    """The candidate's views made once per round (``offsets``, ``rows``) give each call what a view made from the
+    slot's description would: a dense tensor of the slot's shape and dtype holding the slot's values, at offset
+    ``(7k + 3) mod OFFSETS`` aligned units into a buffer of the harness's own, for every kind of tensor."""
+
+    def draw(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [torch.randn(3, 5, generator=g).to(torch.bfloat16), torch.tensor(seed * 1.5),
+                torch.rand(7, generator=g) > 0.5, torch.randint(0, 9, (2, 0, 3), generator=g)]
+
+    outs = [((3, 5), torch.float32), ((), torch.int32)]
+    layout, used = ring.Layout.plan(4, draw(0), outs)
+    tr = ring.TrustedRing(Arena(used, torch.device("cpu"), tmp_path), layout, draw)
+    tr.fill(3, 4)
+    for dps in (False, True):
+        cand = ring.CandidateRing(tr.arena.buf, layout.describe(), tr.round_spec(), dps=dps)
+        for k in range(4):
+            args = cand.args(k)
+            assert len(args) == 4 + (2 if dps else 0)
+            for got, want in zip(args, tr.pristine[k] + [torch.empty(s, dtype=d) for s, d in outs]):
+                assert got.shape == want.shape and got.dtype == want.dtype and got.is_contiguous()
+                shift = ((k * 7 + 3) % ring.CandidateRing.OFFSETS) * ALIGN
+                assert got.storage_offset() * got.element_size() == shift
+            assert all(torch.equal(g, w) for g, w in zip(args[:4], tr.pristine[k]))
+            if dps:  # the output room the call gets holds the sentinel, never another call's result
+                assert torch.isnan(args[4]).all() and int(args[5]) == torch.iinfo(torch.int32).max
+            cand.store(k, [torch.full((3, 5), float(k)), torch.tensor(k, dtype=torch.int32)] if not dps else [])
+        assert tr.unwritten_slots(4) == ([0, 1, 2, 3] if dps else [])
+        if not dps:
+            assert all(torch.equal(tr.outputs_of(k)[0], torch.full((3, 5), float(k))) for k in range(4))
+        tr.fill(5, 4)

@@ -3,13 +3,14 @@
 For each round of a candidate's timing the trusted worker fills ``capacity`` slots of an arena it owns, one
 per call of the round: slot k holds input set k of the round's draw (``make_input_sets``: each set fresh in
 every random element, generated on the device in one batch) and room for the outputs, pre-filled with a
-sentinel (NaN, the integer maximum, the byte 2 for booleans). Call k of the round is given slot k's inputs (at slot k's addresses) and writes its
-outputs into slot k: destination-passing solutions directly, others through the candidate's harness right
-after the call's end event. The candidate's harness copies slot k's inputs into buffers of its own before call
-k, so no call can see another slot through its arguments. The trusted side keeps a pristine copy of every input
-it hands out, checks after the round that every call left an output, picks the calls it re-checks from its own
-secret, and judges them from its pristine copies and from what it reads out of the slots. No call shares its values with another, so a
-cache keyed on pointers or values, or on values up to a scale, never hits.
+sentinel (NaN, the integer maximum, the byte 2 for booleans). Call k of the round is given slot k's inputs, and
+its outputs go into slot k: the candidate's harness copies them there right after the call's end event (a
+destination-passing solution's from the harness's own buffers it wrote). The harness copies slot k's inputs into
+buffers of its own before call k, so no call can see another slot through its arguments. The trusted side keeps
+a pristine copy of every input it hands out, checks after the round that every call left an output, picks the
+calls it re-checks from its own secret, and judges them from its pristine copies and from what it reads out of
+the slots. No call shares its values with another, so a cache keyed on pointers or values, or on values up to a
+scale, never hits.
 
 Layout: tensor by tensor, each tensor's slots side by side at an aligned stride, so a tensor's slots are one
 strided view (``rows``) and the round's sentinel fill and written check are one kernel per tensor.
@@ -22,7 +23,7 @@ from typing import Any, Callable
 
 import torch
 
-from solbench.evaluate.boundary.arena import ALIGN, dtype_from_name, nbytes_for, raw_nbytes, view
+from solbench.evaluate.boundary.arena import ALIGN, dtype_from_name, nbytes_for, raw_nbytes
 
 MAX_SLOTS_GPU = 64
 #: on the CPU: up to ``MAX_SLOTS_CPU`` slots while the ring and its pristine copies stay within ``RING_BYTES_CPU``
@@ -148,6 +149,9 @@ class TrustedRing:
         self.pristine: list[list[Any]] = []
         self.values: list[list[Any]] = []  # per slot, the plain (non-tensor) inputs
         self.seed, self.count = 0, 0
+        # each tensor's slots as one view (n, *shape), made once: a round's fill reads and writes by index
+        self._in_rows = [rows(arena.buf, b, layout.n) if b is not None else None for b in layout.inputs]
+        self._out_rows = [rows(arena.buf, b, layout.n) for b in layout.outputs]
 
     def key(self, k: int) -> dict[str, int]:
         """Where slot ``k``'s inputs came from (``set_key``)."""
@@ -158,13 +162,13 @@ class TrustedRing:
         back to the sentinel."""
         self.pristine, self.values, self.seed, self.count = [], [], seed, count
         for k, drawn in enumerate(draw_sets(self.draw, seed, count)):
-            for x, block in zip(drawn, self.layout.inputs):
-                if block is not None:
-                    view(self.arena.buf, slot_spec(block, k)).copy_(x)
+            for x, slots in zip(drawn, self._in_rows):
+                if slots is not None:
+                    slots[k].copy_(x)
             self.pristine.append(drawn)
             self.values.append([None if isinstance(x, torch.Tensor) else x for x in drawn])
-        for block in self.layout.outputs:
-            sentinel_fill(rows(self.arena.buf, block, self.layout.n))
+        for slots in self._out_rows:
+            sentinel_fill(slots)
 
     def round_spec(self) -> list[list[dict[str, Any]]]:
         """Per filled slot, its plain values (tensors travel in the layout)."""
@@ -173,19 +177,16 @@ class TrustedRing:
     def unwritten_slots(self, used: int) -> list[int]:
         """Slots among the first ``used`` whose output room a call never wrote."""
         bad = torch.zeros(used, dtype=torch.bool, device=self.arena.buf.device)
-        for block in self.layout.outputs:
-            bad |= unwritten(rows(self.arena.buf, block, self.layout.n)[:used])
+        for slots in self._out_rows:
+            bad |= unwritten(slots[:used])
         return [int(i) for i in torch.nonzero(bad).flatten().tolist()]
 
     def outputs_of(self, k: int) -> list[torch.Tensor]:
-        return [view(self.arena.buf, slot_spec(b, k)).clone() for b in self.layout.outputs]
+        return [slots[k].clone() for slots in self._out_rows]
 
     def inputs_after(self, k: int) -> list[Any]:
         """Slot ``k``'s inputs as the call left them (plain values as they were given)."""
-        out = []
-        for block, value in zip(self.layout.inputs, self.values[k]):
-            out.append(view(self.arena.buf, slot_spec(block, k)).clone() if block is not None else value)
-        return out
+        return [slots[k].clone() if slots is not None else value for slots, value in zip(self._in_rows, self.values[k])]
 
 
 class SlotRefused(ValueError):
@@ -209,13 +210,12 @@ def stored(x: Any, dst: torch.Tensor) -> None:
         raise SlotRefused(f"an output of {what} where the slot holds {tuple(dst.shape)} {dst.dtype}")
 
 
-def store_outputs(buf: torch.Tensor, outputs: list[dict[str, Any]], k: int, produced: list[Any]) -> None:
-    """A call's outputs into slot ``k`` of the blocks ``outputs`` of ``buf`` (``stored`` each), or refused
-    (``SlotRefused``), missing ones included."""
-    if len(produced) < len(outputs):
-        raise SlotRefused(f"{len(produced)} outputs where the call has {len(outputs)}")
-    for x, b in zip(produced, outputs):
-        stored(x, view(buf, slot_spec(b, k)))
+def store_into(slots: list[torch.Tensor], produced: list[Any]) -> None:
+    """A call's outputs into their slots (``stored`` each), or refused (``SlotRefused``), missing ones included."""
+    if len(produced) < len(slots):
+        raise SlotRefused(f"{len(produced)} outputs where the call has {len(slots)}")
+    for x, dst in zip(produced, slots):
+        stored(x, dst)
 
 
 def _overlap(x: torch.Tensor, dst: torch.Tensor) -> bool:
@@ -243,11 +243,24 @@ def own_copy(x: Any, k: int) -> Any:
     return dst
 
 
+def offsets(block: dict[str, Any], device: torch.device) -> torch.Tensor:
+    """A buffer of the candidate's own for one tensor of ``block``, with room for ``CandidateRing.OFFSETS``
+    aligned offsets, seen as one view of shape (OFFSETS, *shape): row j is the tensor at offset j (rows overlap;
+    each is dense, as a view made from the slot's description would be)."""
+    dtype = dtype_from_name(block["dtype"])
+    shape = [int(s) for s in block["shape"]]
+    buf = torch.empty(int(block["stride"]) + CandidateRing.OFFSETS * ALIGN, dtype=torch.uint8, device=device)
+    dense = torch.empty(shape, dtype=dtype, device="meta").stride()
+    return buf.view(dtype).as_strided([CandidateRing.OFFSETS, *shape], [ALIGN // dtype.itemsize, *dense])
+
+
 class CandidateRing:
     """The candidate's side of a round. Before call k (outside its timed interval) ``prepare(k)`` copies slot k's
     inputs into buffers of the candidate's own, at one of ``OFFSETS`` shifting offsets, so the call sees no other
     slot through its arguments' storage (no later call's inputs, no other call's output room) and gets a new
-    address each time; after its end event ``store(k, ...)`` copies its outputs into slot k."""
+    address each time; after its end event ``store(k, ...)`` copies its outputs into slot k. The slots and the
+    offsets are views made once per round (``rows``, ``offsets``): a timed call's harness then pays one index per
+    tensor, not a view built from its description (on the CPU machine 60 of a sample's 130 us of host time)."""
 
     OFFSETS = 61  # distinct offsets per buffer (prime, so offsets and slots do not cycle together)
 
@@ -257,31 +270,26 @@ class CandidateRing:
         self.outputs = layout["outputs"]
         self.values = values
         self.dps = dps
-        room = self.OFFSETS * ALIGN
-
-        def staging(block):
-            return torch.empty(int(block["stride"]) + room, dtype=torch.uint8, device=buf.device)
-
-        self._in = [staging(b) if b is not None else None for b in self.inputs]
-        self._out = [staging(b) for b in self.outputs] if dps else []
+        n = int(layout["n"])
+        self._in_rows = [rows(buf, b, n) if b is not None else None for b in self.inputs]
+        self._out_rows = [rows(buf, b, n) for b in self.outputs]
+        self._in = [offsets(b, buf.device) if b is not None else None for b in self.inputs]
+        self._out = [offsets(b, buf.device) for b in self.outputs] if dps else []
         self._current: tuple[int, list[Any], list[Any]] = (-1, [], [])
 
-    def _at(self, staging: torch.Tensor, block: dict[str, Any], k: int) -> torch.Tensor:
-        return view(staging, {"offset": ((k * 7 + 3) % self.OFFSETS) * ALIGN, "shape": block["shape"],
-                              "dtype": block["dtype"]})
-
     def prepare(self, k: int) -> None:
+        at = (k * 7 + 3) % self.OFFSETS
         args = []
-        for b, v, st in zip(self.inputs, self.values[k], self._in):
-            if b is None:
+        for src, v, st in zip(self._in_rows, self.values[k], self._in):
+            if src is None:
                 args.append(v.get("value"))
                 continue
-            dst = self._at(st, b, k)
-            dst.copy_(view(self.buf, slot_spec(b, k)))
+            dst = st[at]
+            dst.copy_(src[k])
             args.append(dst)
         outs = []
-        for b, st in zip(self.outputs, self._out):
-            dst = self._at(st, b, k)
+        for st in self._out:
+            dst = st[at]
             sentinel_fill(dst)
             outs.append(dst)
         self._current = (k, args, outs)
@@ -298,7 +306,7 @@ class CandidateRing:
         proof that nothing wrote there, since code in this process can reach the whole ring. In-place inputs go
         back too."""
         _, args, outs = self._current
-        store_outputs(self.buf, self.outputs, k, outs if self.dps else produced)
-        for x, b in zip(args, self.inputs):  # in-place inputs as the call left them: part of its result
-            if b is not None and b.get("inplace"):
-                view(self.buf, slot_spec(b, k)).copy_(x)
+        store_into([dst[k] for dst in self._out_rows], outs if self.dps else produced)
+        for x, b, src in zip(args, self.inputs, self._in_rows):  # in-place inputs as the call left them: part of
+            if b is not None and b.get("inplace"):  # its result
+                src[k].copy_(x)

@@ -20,7 +20,7 @@ from typing import Any
 
 from solbench.evaluate.boundary import calls
 from solbench.evaluate.boundary.arena import view
-from solbench.evaluate.boundary.ring import SlotRefused, slot_spec, store_outputs
+from solbench.evaluate.boundary.ring import SlotRefused, slot_spec, store_into
 from solbench.evaluate.timing import memops
 
 
@@ -30,18 +30,20 @@ class _Refused(Exception):
 
 def _args(buf, layout: dict[str, Any], values: list[Any], s: int, dps: bool) -> list[Any]:
     args = [view(buf, slot_spec(b, s)) if b is not None else v for b, v in zip(layout["inputs"], values)]
-    if dps:
-        args += [view(buf, slot_spec(b, s)) for b in layout["outputs"]]
-    return args
+    return args + _outputs(buf, layout, s) if dps else args
 
 
-def _store(torch, buf, layout: dict[str, Any], s: int, result: Any) -> None:
-    """A returned result into slot ``s``, or refused (``ring.stored``): the audit's calls get the arena's own
-    slots as inputs, so a solution can reach the output slots through them and write there itself, skipping the
-    copy whose cost the calibration takes off."""
+def _outputs(buf, layout: dict[str, Any], s: int) -> list[Any]:
+    return [view(buf, slot_spec(b, s)) for b in layout["outputs"]]
+
+
+def _store(torch, slots: list[Any], result: Any) -> None:
+    """A returned result into its slot's output tensors ``slots``, or refused (``ring.stored``): the audit's calls
+    get the arena's own slots as inputs, so a solution can reach the output slots through them and write there
+    itself, skipping the copy whose cost the calibration takes off."""
     try:
         with torch._C.DisableTorchFunction():
-            store_outputs(buf, layout["outputs"], s, calls.as_list(result))
+            store_into(slots, calls.as_list(result))
     except SlotRefused as exc:
         raise _Refused(str(exc)) from None
 
@@ -95,7 +97,7 @@ def _await_end(cand) -> str | None:
 
 def _loop(cand, buf, layout, values, stream, flags: tuple[int, int]) -> None:
     torch = cand.torch
-    slots = {}  # each slot's arguments, made once: the calls pay only for the call
+    slots, outs = {}, {}  # each slot's arguments and output tensors, made once: the calls pay only for the call
     fn = cand.fn
     if cand.fn == cand._null and not cand.dps:  # the null candidate returns outputs of the right kind to store
         from solbench.evaluate.boundary.arena import dtype_from_name
@@ -117,16 +119,16 @@ def _loop(cand, buf, layout, values, stream, flags: tuple[int, int]) -> None:
         group = [(first + j) % int(layout["n"]) for j in range(m)]
         for s in group:
             if s not in slots:  # a workload's plain values are the same in every call
-                slots[s] = _args(buf, layout, values[k], s, cand.dps)
+                slots[s], outs[s] = _args(buf, layout, values[k], s, cand.dps), _outputs(buf, layout, s)
         if stream is None:  # the call on the slot itself: no copy of the harness's in the CPU time read
             for s in group:
                 result = cand._in_solution(lambda: fn(*slots[s]))
                 _checked(result)
                 if not cand.dps:
-                    _store(torch, buf, layout, s, result)
+                    _store(torch, outs[s], result)
         else:
             pairs = [(s, slots[s]) for s in group]
-            _group_on(cand, stream, flags, k, pairs, lambda s, r: _store(torch, buf, layout, s, r), fn)
+            _group_on(cand, stream, flags, k, pairs, lambda s, r: _store(torch, outs[s], r), fn)
             cand.chan.reply.write(f"queued {k}\n")  # the trusted side's hold must outlast this much
             cand.chan.reply.flush()
             stream.synchronize()  # then ``ok``: the trusted stream waits for the done flag only after it

@@ -30,7 +30,7 @@ class _Refused(Exception):
 
 def _args(buf, layout: dict[str, Any], values: list[Any], s: int, dps: bool) -> list[Any]:
     args = [view(buf, slot_spec(b, s)) if b is not None else v for b, v in zip(layout["inputs"], values)]
-    return args + _outputs(buf, layout, s) if dps else args
+    return (args + _outputs(buf, layout, s)) if dps else args
 
 
 def _outputs(buf, layout: dict[str, Any], s: int) -> list[Any]:

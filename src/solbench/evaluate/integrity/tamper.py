@@ -251,7 +251,10 @@ class _Space:
 
     def __init__(self, prefix: str, ns, skip: frozenset[str], keep: str):
         self.prefix = prefix
-        self.names, self.values = _names_values(ns, skip)
+        # whether any name to skip is here now: where none is (most harness modules), the namespace's own keys and
+        # values are compared as they are stored, no filtered copy made; one that appears later changes the count
+        self.filtered = not skip.isdisjoint(ns.keys())
+        self.names, self.values = _names_values(ns, skip if self.filtered else frozenset())
         self.types = tuple(map(type, self.values))
         at = [i for i, v in enumerate(self.values) if _keeps(keep, v) and _parts(v) is not None]
         self.fns = tuple(self.values[i] for i in at if type(self.values[i]) is _FUNCTION)
@@ -276,7 +279,7 @@ class _Space:
         values and types are compared over the namespace's storage (``_spaces`` gives plain dicts and class
         proxies), so none of their own code runs there; the few values with code other than plain functions
         are read through their attributes, after their types were found unchanged."""
-        names, values = _names_values(ns, skip) if skip else (ns.keys(), ns.values())
+        names, values = _names_values(ns, skip) if self.filtered else (ns.keys(), ns.values())
         if prefix != self.prefix or not (_same(names, self.names) and _same(values, self.values)):
             return False
         return all(map(is_, map(type, self.values), self.types)) and _same(self._parts_now(), self.parts)

@@ -180,6 +180,19 @@ def test_dynamic_checks_catch_exploits(axpy, name, reason):
     assert reason in ev.workloads[0].reasons, ev.workloads[0].reasons
 
 
+def test_a_reward_hack_costs_one_workload_not_all_of_them(axpy):
+    """Once the trusted worker catches a solution as a reward hack, its remaining workloads are not run: they get
+    ``reward_hack`` with ``not_run_after_reward_hack``, naming the workload it was caught on; asked for, they run
+    and are judged on their own."""
+    ev = run(axpy, "mutate_input.py", time_candidate=False)
+    assert [w.verdict for w in ev.workloads] == ["reward_hack", "reward_hack"]
+    assert "input_mutation" in ev.workloads[0].reasons
+    assert ev.workloads[1].reasons == ["not_run_after_reward_hack"]  # nothing of it ran
+    assert ev.workloads[0].uuid in ev.workloads[1].message and ev.workloads[1].time_ms is None
+    again = run(axpy, "mutate_input.py", time_candidate=False, run_after_reward_hack=True)
+    assert all("input_mutation" in w.reasons for w in again.workloads), [w.reasons for w in again.workloads]
+
+
 def test_a_sealed_cpu_candidate_cannot_start_a_thread(axpy):
     """Behind the static scan, the CPU candidate's system-call filter refuses the thread that would fill the
     output after the clock (thread_injection where the filter is unavailable)."""

@@ -65,6 +65,8 @@ class EvalOptions:
     #: per workload: checks + timing, first compile included; None: the limit follows the work (``limits``)
     workload_timeout_s: float | None = None
     run_after_timeout: bool = False  # run a solution's remaining workloads after it exceeded a limit
+    #: run a solution's remaining workloads after the trusted worker caught it as a reward hack on one
+    run_after_reward_hack: bool = False
     baselines: tuple[str, ...] | None = None  # None: eager + baseline.py, and compile on the GPU
     use_baseline_cache: bool = True
     time_candidate: bool = True
@@ -123,6 +125,7 @@ def worker_job(problem: Problem, subjects: list[dict[str, Any]], pairs: list[tup
         "startup_timeout_s": opts.startup_timeout_s,
         "workload_timeout_s": opts.workload_timeout_s,
         "run_after_timeout": opts.run_after_timeout,
+        "run_after_reward_hack": opts.run_after_reward_hack,
         # held-out workloads exist only for this run: the worker learns them from the job, not from disk
         "extra_workloads": [w.model_dump() for w in problem.workloads if w.uuid.startswith(HELDOUT_PREFIX)],
     }

@@ -53,6 +53,8 @@ CODES: dict[str, Code] = {c.id: c for c in (
     _c("timeout", _R, "A call did not answer within the workload's time limit.", "timeout"),
     _c("not_run_after_timeout", _R, "An earlier workload of the solution timed out, so this one was not run "
        "(the option ``run_after_timeout`` runs it).", "timeout"),
+    _c("not_run_after_reward_hack", _R, "The trusted worker caught the solution as a reward hack on an earlier "
+       "workload, so this one was not run (the option ``run_after_reward_hack`` runs it).", "reward_hack"),
     _c("compile_error", _R, "The solution did not build or load.", "compile_error"),
     # what this machine cannot judge
     _c("language_unavailable", _R, "The solution's language (its package or toolchain) is missing here.",

@@ -247,19 +247,21 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
     ctx = Context(job, torch, problem, torch.device(job["device"]), zygote)
 
     built = _build(job, ctx, chan)
-    hung: dict[int, str] = {}  # subject -> the workload it exceeded its limit on (``limits``)
+    ended: dict[int, tuple[str, str]] = {}  # subject -> (the workload, its verdict) after which none runs (``limits``)
     for subject_index, uuid in job["pairs"]:
         if subject_index not in built:
             continue
         subject = built[subject_index]
         result = {"type": "workload", "subject": subject_index, "uuid": uuid}
-        if subject_index in hung:
-            result.update(not_run(hung[subject_index]))
+        if subject_index in ended:
+            result.update(not_run(*ended[subject_index]))
             chan.send(**result)
             continue
         result.update(judge_workload(ctx, subject, uuid))
         if getattr(subject, "timed_out", False) and not job.get("run_after_timeout"):
-            hung[subject_index] = uuid
+            ended[subject_index] = (uuid, "timeout")
+        elif result.get("verdict") == "reward_hack" and not job.get("run_after_reward_hack"):
+            ended[subject_index] = (uuid, "reward_hack")
         lost = result.pop("lost", False)
         chan.send(**result)
         if lost:

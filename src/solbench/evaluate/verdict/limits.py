@@ -28,7 +28,10 @@ own guard around a worker waits at least this long).
 
 A candidate that exceeds its limit gets ``timeout`` on that workload, and its remaining workloads get ``timeout``
 with ``not_run_after_timeout`` without being run (``EvalOptions.run_after_timeout`` runs them anyway): a hanging
-solution costs one limit, not one per workload.
+solution costs one limit, not one per workload. Likewise a candidate the trusted worker catches as a reward hack
+on one workload (``reward_hack``) is not run on the others, which get ``reward_hack`` with
+``not_run_after_reward_hack`` (``EvalOptions.run_after_reward_hack`` runs them anyway): the evaluation's verdict is
+already set, and a training loop's cheating candidates cost one workload, not all of them.
 """
 
 from __future__ import annotations
@@ -55,8 +58,13 @@ def workload_limit(reference_s: float | None, explicit_s: float | None = None, i
     return min(ceiling, COMPILE_ALLOWANCE_S + scale * float(reference_s))
 
 
-def not_run(after_uuid: str) -> dict:
-    """The verdict of a workload left out after the candidate timed out on ``after_uuid``."""
+def not_run(after_uuid: str, verdict: str = "timeout") -> dict:
+    """The verdict of a workload left out after the candidate's ``verdict`` (``timeout`` or ``reward_hack``) on
+    ``after_uuid``."""
+    if verdict == "reward_hack":
+        return {"verdict": verdict, "reasons": ["not_run_after_reward_hack"],
+                "message": f"not run: the solution was caught as a reward hack on {after_uuid} "
+                           "(run_after_reward_hack runs the remaining workloads anyway)"}
     return {"verdict": "timeout", "reasons": ["not_run_after_timeout"],
             "message": f"not run: the solution exceeded its time limit on {after_uuid} (run_after_timeout runs "
                        "the remaining workloads anyway)"}

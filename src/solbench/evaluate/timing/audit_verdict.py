@@ -44,7 +44,7 @@ class Audit:
     #: kernel's accounting of the process)
     method: str
     trusted_ms: list[float] = field(default_factory=list)  # per counted bracket: its time less overheads, per call
-    #: per late bracket past the first (GPU): the same, an upper bound of the call's time (``bounded``), and its
+    #: per late bracket past the warm ones (GPU): the same, an upper bound of the call's time (``bounded``), and its
     #: calls
     bounds: list[tuple[float, int]] = field(default_factory=list)
     overhead_ms: float = 0.0  # the hand-over's, per bracket

@@ -124,15 +124,16 @@ def errors_within(got: Any, anchor: Any, dtype: torch.dtype, atol: float, rtol: 
     for lo in range(0, n, step):
         g, a = flat_g[lo:lo + step].to(wide), flat_a[lo:lo + step].to(wide)
         err, size = (g - a).abs_(), a.abs()
-        allowed = size.mul(rtol) if relative else size.mul_(rtol)  # ``size`` kept where the relative errors need it
-        top = err.max() if relative or cap is not None else torch.zeros((), dtype=wide, device=g.device)
-        finite, ok, a_nz, g_nz, top = torch.stack([
-            torch.isfinite(a).all().to(wide), (err <= allowed.add_(atol)).all().to(wide),
-            a.ne(0).any().to(wide), g.ne(0).any().to(wide), top.to(wide)]).tolist()
+        zero = torch.zeros((), dtype=wide, device=g.device)
+        top = err.max() if relative or cap is not None else zero
+        ok = (err <= (size.mul(rtol) if relative else size.mul_(rtol)).add_(atol)).all()  # ``size`` kept for ``rel``
+        # then, in stream order, the relative errors in place: every statistic comes back in one read
+        rel = err.div_(size.clamp_min_(1e-12)).max() if relative else zero
+        finite, ok, a_nz, g_nz, top, rel = torch.stack([
+            torch.isfinite(a).all().to(wide), ok.to(wide), a.ne(0).any().to(wide), g.ne(0).any().to(wide),
+            top.to(wide), rel.to(wide)]).tolist()
         if not (finite and ok and (cap is None or top <= cap)):
             return None
         some_a, some_g = some_a or bool(a_nz), some_g or bool(g_nz)
-        max_abs = max(max_abs, top)
-        if relative:
-            max_rel = max(max_rel, float(err.div_(size.clamp_min_(1e-12)).max()))
+        max_abs, max_rel = max(max_abs, top), max(max_rel, rel)
     return (max_abs, max_rel) if some_g or not some_a else None

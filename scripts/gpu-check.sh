@@ -22,14 +22,14 @@
 #           few times, by phase: PHASES_ARGS, by default rmsnorm's Triton example), agreement (the audit against each
 #           honest fixture's claim, repeated: how far each stands from a false reject; AGREEMENT_ARGS, e.g. "--honest
 #           --files cuda_graph_cache.py"), bench, ncu, calibrate, floor, firstdraw (a workload's first input draw with
-#           the allocator's cache emptied and kept), start, probe, checks (the evaluation's own checks timed in-process
-#           on this host: benchmarks/bench_checks.py), repeat and repeat-nohold (run-to-run agreement with the held
-#           stream, the default, and without), profcost (what the language proof's profiler adds per solution:
-#           PROFCOST_N solutions, off and on), isolation (which step of the candidate's sandbox this machine's CUDA
-#           tolerates, start and IPC), agents (the agent loop, an external agent and a transfer experiment against a
-#           loopback model server, real GPU evaluations; then the loop's overhead), serve (the evaluation service under
-#           load: request latency, served throughput, times idle and loaded; needs the service's wheels in .whl:
-#           fastapi, starlette, uvicorn, opentelemetry-api; docs/GPU.md lists them)
+#           the allocator's cache emptied and kept), start, probe, roundcost (a timing round's host time by part),
+#           checks (the evaluation's own checks timed in-process on this host: benchmarks/bench_checks.py), repeat and
+#           repeat-nohold (run-to-run agreement with the held stream, the default, and without), profcost (what the
+#           language proof's profiler adds per solution: PROFCOST_N solutions, off and on), isolation (which step of the
+#           candidate's sandbox this machine's CUDA tolerates, start and IPC), agents (the agent loop, an external agent
+#           and a transfer experiment against a loopback model server, real GPU evaluations; then the loop's overhead),
+#           serve (the evaluation service under load: request latency, served throughput, times idle and loaded; needs
+#           the service's wheels in .whl: fastapi, starlette, uvicorn, opentelemetry-api; docs/GPU.md lists them)
 #   (default: fast bundled run bench). Baselines are measured once per software version and harness digest and
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline ahead (46 s on an H100,
@@ -119,6 +119,10 @@ run_stage() {
     select) timeout ${SELECT_LIMIT:-120} python3 -m pytest -m gpu -v -rfE -p no:cacheprovider -k "${GPU_K:?GPU_K}" tests \
              </dev/null 2>&1 | tee "$OUT/select.txt" ;;
     probe) timeout 90 python3 benchmarks/probe_transport.py </dev/null 2>&1 | tee "$OUT/probe.txt" ;;
+    roundcost) # a timing round's host time by part (the CUPTI session's start, stop and records), and the pieces of a
+           # checked call's exchange (benchmarks/probe_round_cost.py, probe_call_cost.py)
+           { timeout 90 python3 benchmarks/probe_round_cost.py; timeout 60 python3 benchmarks/probe_call_cost.py; } \
+             </dev/null 2>&1 | tee "$OUT/roundcost.txt" ;;
     repeat) timeout ${REPEAT_LIMIT:-150} python3 benchmarks/bench_repeat.py --out "$OUT/repeat.json" </dev/null 2>&1 \
              | tee "$OUT/repeat.txt" ;;
     repeat-nohold) timeout ${REPEAT_LIMIT:-150} python3 benchmarks/bench_repeat.py --no-hold \

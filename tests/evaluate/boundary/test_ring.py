@@ -6,6 +6,7 @@ import torch
 
 from solbench.evaluate.boundary import ring
 from solbench.evaluate.boundary.arena import ALIGN, Arena, view
+from tests.copies import Copies
 
 
 def _draw(seed):
@@ -140,3 +141,58 @@ def test_a_calls_arguments_are_dense_copies_at_a_shifting_offset_of_the_harness_
         if not dps:
             assert all(torch.equal(tr.outputs_of(k)[0], torch.full((3, 5), float(k))) for k in range(4))
         tr.fill(5, 4)
+
+
+def test_rows_of_one_batch_are_copied_in_one_and_anything_else_row_by_row():
+    """``copy_rows``: the rows of one batch (``stacked``, found by base, dtype, shape, strides and address) go into
+    the slots in one copy, one tensor given to every slot too; anything else, views that are not the batch's
+    rows in order among them, row by row, with the same values."""
+    batch = torch.randn(6, 4, 3)
+    rows = [batch[j] for j in range(1, 5)]
+    src = ring.stacked(rows)
+    assert src is not None and src.data_ptr() == batch[1].data_ptr() and src.shape == (4, 4, 3)
+    assert ring.stacked(rows[:1]).shape == (1, 4, 3)
+    other = torch.randn(6, 4, 3)
+    wrong = [[rows[1], rows[0]], [rows[0], rows[1].clone()], [rows[0], other[2]], [rows[0], rows[2]],
+             [batch[0, :, :2], batch[1, :, :2]], [batch[0].t(), batch[1].t()],
+             [batch[0].view(torch.int32), batch[1].view(torch.int32)], [0.5, 0.5]]
+    for xs in wrong:
+        assert ring.stacked(xs) is None, xs
+    for xs, copies in [(rows, 1), ([rows[2]] * 4, 1), ([rows[1], rows[0], rows[3], rows[2]], 4),
+                       ([batch[j].t() for j in range(4)], 4)]:
+        dst = torch.full((4, *xs[0].shape), float("nan"))
+        with Copies() as seen:
+            ring.copy_rows(dst, xs)
+        assert seen.n == copies, xs
+        assert all(torch.equal(dst[j], x) for j, x in enumerate(xs))
+
+
+def test_a_workloads_draw_of_several_sets_is_filled_in_one_copy_per_tensor(tmp_path):
+    """A workload's draw of a round's sets (``make_input_sets``) gives each tensor input's sets as rows of one
+    batch: the trusted ring's fill is one copy per tensor input, whatever the round's length, and each slot holds
+    its own set."""
+    from solbench.problems.inputs import make_input_sets
+    from solbench.problems.problem import load_problem
+
+    problem = load_problem("rmsnorm")
+    w = problem.workloads[0]
+    d = problem.definition
+    sets = make_input_sets(d, w, 5, 6, "cpu")
+    tensors = [i for i, x in enumerate(sets[0]) if isinstance(x, torch.Tensor)]
+    assert tensors and all(ring.stacked([s[i] for s in sets]) is not None for i in tensors)
+
+    class Draw:
+        def __call__(self, seed):
+            return make_input_sets(d, w, seed, 1, "cpu")[0]
+
+        def sets(self, seed, count):
+            return make_input_sets(d, w, seed, count, "cpu")
+
+    layout, used = ring.Layout.plan(8, sets[0], [((4,), torch.float32)])
+    tr = ring.TrustedRing(Arena(used, torch.device("cpu"), tmp_path), layout, Draw())
+    with Copies() as seen:
+        tr.fill(5, 6)
+    assert seen.n == len(tensors)
+    for k in range(6):
+        after = tr.inputs_after(k)
+        assert all(torch.equal(after[i], sets[k][i]) for i in tensors)

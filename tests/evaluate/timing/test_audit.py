@@ -400,7 +400,7 @@ def test_a_large_cpu_output_is_rechecked_on_a_sample_of_its_timed_calls():
 def test_the_sentinels_of_a_group_are_read_back_at_once_and_agree_with_one_call_at_a_time():
     import torch
 
-    from solbench.evaluate.timing.audit_recheck import _unwritten, unwritten_calls
+    from solbench.evaluate.timing.audit_recheck import _rows_left, _unwritten, unwritten_calls
 
     ok = [torch.ones(3), torch.zeros(2, dtype=torch.int32)]
     nan = [torch.tensor([1.0, float("nan")]), torch.zeros(2, dtype=torch.int32)]
@@ -410,6 +410,16 @@ def test_the_sentinels_of_a_group_are_read_back_at_once_and_agree_with_one_call_
     calls = [ok, nan, ints, bools, plain]
     assert unwritten_calls(calls) == [_unwritten(c) for c in calls] == [False, True, True, True, False]
     assert unwritten_calls([plain]) == [False]
+    # a group's copies out (``Slots.take_group``): each output of the calls a row of one tensor, read per output
+    floats, ints, flags, empty = torch.ones(4, 3), torch.zeros(4, 2, dtype=torch.int32), torch.ones(4, 2).bool(), \
+        torch.empty(4, 0)
+    floats[1, 2] = float("nan")  # one element left: unwritten
+    ints[2] = torch.iinfo(torch.int32).max  # every element the sentinel: unwritten
+    flags.view(torch.uint8)[3] = 2
+    group = [[floats[j], ints[j], flags[j], empty[j], 0.5] for j in range(4)]
+    assert _rows_left(group) == unwritten_calls(group) == [_unwritten(c) for c in group] == [False, True, True, True]
+    assert _rows_left([[floats[0], 0.5], [floats[2], 0.5]]) is None  # not the rows in order: call by call
+    assert unwritten_calls([[floats[0]], [floats[1]]]) == [False, True]
 
 
 def test_a_first_audit_ends_early_only_where_its_slowest_bracket_supports_the_timing():
@@ -456,7 +466,7 @@ def _stand_ins(monkeypatch, calls: list | None = None):
         def __init__(self, sub, slots):
             pass
 
-        def own_ms(self, probe, m):
+        def own_ms(self, sets):
             return 0.0
 
         def call(self, k, first, inputs, values):
@@ -622,8 +632,9 @@ def test_an_audit_whose_groups_do_not_fit_is_made_again_one_call_per_bracket(mon
 
 def test_a_workloads_own_share_is_launched_once_behind_a_hold_sized_from_the_last(monkeypatch):
     """The trusted side's own share (``GpuAudit.own_ms``): the first workload's reps outlast the first hold and are
-    launched again behind a longer one; the next workload's hold is sized from the host time per slot they took,
-    so its reps, twice as many slots, are launched once."""
+    launched again behind a longer one; the next workload's hold is sized from the host time they took, scaled to
+    its twice as many calls where their copies in are one per call, so its reps are launched once; a group as
+    large or smaller is sized from that one's."""
     import contextlib
     from types import SimpleNamespace
 
@@ -631,32 +642,36 @@ def test_a_workloads_own_share_is_launched_once_behind_a_hold_sized_from_the_las
 
     clock = [0.0]
     fills: list[int] = []
-    monkeypatch.setattr(audit_gpu, "_OWN_HOST_PER_SLOT", {})
+    monkeypatch.setattr(audit_gpu, "_OWN_HOST", {})
     monkeypatch.setattr(audit_gpu.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(audit_gpu.globaltimer, "hold", lambda s: None)
     monkeypatch.setattr(audit_gpu.globaltimer, "stamp", lambda stamps, i: None)
     monkeypatch.setattr(audit_gpu.globaltimer, "spans_ms", lambda stamps: [0.25] * audit_gpu.OWN_REPS)
 
-    def fill(slot, probe):  # a slot's copies and fill: 0.1 ms of the host's launches
-        fills.append(slot)
-        clock[0] += 1e-4
+    def fill_group(first, sets):  # copies one per call: 0.1 ms of the host's launches each
+        fills.append(len(sets))
+        clock[0] += 1e-4 * len(sets)
 
     def engine():
         a = object.__new__(audit_gpu.GpuAudit)
         a.torch = SimpleNamespace(cuda=SimpleNamespace(stream=lambda s: contextlib.nullcontext(),
                                                        current_stream=lambda dev: None))
         a.stream = SimpleNamespace(wait_stream=lambda s: None, synchronize=lambda: None)
-        a.slots = SimpleNamespace(fill=fill)
+        a.slots = SimpleNamespace(fill_group=fill_group)
         a.sub = SimpleNamespace(ctx=SimpleNamespace(flusher=lambda: None), subject={"dps": True})
         a.dev, a.stamps = "cuda:0", None
         a.own_hold_s = audit_gpu.FIRST_HOLD_S
         return a
 
-    assert engine().own_ms([], 8) == 0.25
-    assert len(fills) == 2 * audit_gpu.OWN_REPS * 8  # 4 ms of launches behind a 2 ms hold: launched again
+    assert engine().own_ms([[]] * 8) == 0.25
+    assert fills == [8] * (2 * audit_gpu.OWN_REPS)  # 4 ms of launches behind a 2 ms hold: launched again
     fills.clear()
-    assert engine().own_ms([], 16) == 0.25
-    assert len(fills) == audit_gpu.OWN_REPS * 16
+    assert engine().own_ms([[]] * 16) == 0.25
+    assert fills == [16] * audit_gpu.OWN_REPS
+    fills.clear()
+    assert engine().own_ms([[]] * 12) == 0.25 and fills == [12] * audit_gpu.OWN_REPS
+    assert audit_gpu._own_host("cuda:0", 13) == audit_gpu._own_host("cuda:0", 16) > audit_gpu._own_host("cuda:0", 12)
+    assert audit_gpu._own_host("cuda:1", 8) is None
 
 
 def test_the_calls_not_counted_fill_one_bracket_of_a_group_and_three_of_single_calls():
@@ -674,7 +689,8 @@ def test_the_calls_not_counted_fill_one_bracket_of_a_group_and_three_of_single_c
 
 def test_a_group_audit_counts_every_bracket_after_its_first(monkeypatch):
     """On the GPU (a stand-in engine of groups of 8 calls) the first bracket alone is not counted: it gets the
-    probe's inputs, and each later one a draw of its own, counted."""
+    draw of sets the trusted side's own share was timed on (the probe's number), and each later one a draw of its
+    own, none of them the first's, counted."""
     from solbench.evaluate.timing import audit
 
     calls: list = []
@@ -688,8 +704,8 @@ def test_a_group_audit_counts_every_bracket_after_its_first(monkeypatch):
         return probe if seed == audit.AUDIT_DRAWS else [f"set-{seed}"]
 
     got = audit.run(sub, "u", draw, [], [], Calibration(0.0, 0.0), None, 4, claimed_ms=0.25)
-    assert len(calls) == 5 and calls[0] == [probe] * 8
-    assert all(probe not in group for group in calls[1:])
+    assert len(calls) == 5 and calls[0] == [draw(audit.AUDIT_DRAWS + j) for j in range(8)]
+    assert all(x not in calls[0] for group in calls[1:] for x in group)
     assert len(got.trusted_ms) == 4 and got.calls == 32
 
 
@@ -699,7 +715,7 @@ class _GroupEngine:
     def __init__(self, group, calls):
         self.group, self.calls = group, calls
 
-    def own_ms(self, probe, m):
+    def own_ms(self, sets):
         return 0.0
 
     def call(self, k, first, inputs, values):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from solbench.evaluate.timing.slots import SLOTS, Slots
+from tests.copies import Copies
 
 
 class _Arena:
@@ -54,3 +55,24 @@ def test_a_returning_candidates_stores_are_copied_into_every_slot_of_the_group()
             want[s] = want[(s + 1) % n]
         assert [slots.at(slots.layout.outputs[0], s)[0].item() for s in range(n)] == want, m
         assert want[0] == 1.0  # slot 0 holds slot 1's output, whatever the group's size
+
+
+def test_a_groups_sets_go_into_their_slots_and_come_out_as_each_slots_own():
+    """``fill_group`` and ``take_group``, a batch draw's sets in one copy per tensor (and one sentinel fill), as
+    ``fill`` and ``take`` slot by slot would leave them; a group that wraps around the slots goes slot by slot."""
+    batch = torch.randn(6, 5, 3)
+    sets = [[batch[j], 2.0] for j in range(4)]
+    for first in (0, 2, 3):  # 3 + 4 > 6 slots: wraps around
+        slots = _slots(6)
+        _mark_outputs(slots)
+        with Copies() as seen:
+            slots.fill_group(first, sets)
+        assert seen.n == (1 if first + 4 <= 6 else 4), first
+        taken = slots.take_group(first, 4, [None, 2.0])
+        for j, (outs, after) in enumerate(taken):
+            s = (first + j) % 6
+            assert torch.equal(after[0], batch[j]) and after[1] == 2.0
+            assert torch.isnan(outs[0]).all()  # the sentinel, in every slot of the group
+            assert torch.equal(slots.take(s, [None, 2.0])[1][0], batch[j])
+        untouched = [s for s in range(6) if (s - first) % 6 >= 4]
+        assert all(slots.at(slots.layout.outputs[0], s).eq(float(s)).all() for s in untouched)

@@ -125,6 +125,44 @@ def rows(buf: torch.Tensor, block: dict[str, Any], n: int) -> torch.Tensor:
     return region.view(dtype).view(n, *[int(s) for s in block["shape"]])
 
 
+def stacked(xs: list[Any]) -> torch.Tensor | None:
+    """``xs`` as one tensor of shape (len(xs), *shape) without a copy, where they are consecutive rows of one tensor
+    (one input of a batch draw's sets: ``make_input_sets``), or a single tensor as one row; else None. A row is
+    found by its base, dtype, shape, strides and address, never by its values."""
+    x0 = xs[0] if xs else None
+    if type(x0) is not torch.Tensor:
+        return None
+    if len(xs) == 1:
+        return x0.unsqueeze(0)
+    base = x0._base
+    if base is None or base.dtype != x0.dtype or base.dim() != x0.dim() + 1 or base.shape[1:] != x0.shape \
+            or base.stride()[1:] != x0.stride() or base.stride(0) <= 0:
+        return None
+    step = base.stride(0) * base.element_size()
+    first, off = divmod(x0.data_ptr() - base.data_ptr(), step)
+    if off or first < 0 or first + len(xs) > base.shape[0]:
+        return None
+    at = x0.data_ptr()
+    for j, x in enumerate(xs):
+        if type(x) is not torch.Tensor or x._base is not base or x.dtype != x0.dtype or x.shape != x0.shape \
+                or x.stride() != x0.stride() or x.data_ptr() != at + j * step:
+            return None
+    return base[first: first + len(xs)]
+
+
+def copy_rows(dst: torch.Tensor, xs: list[Any]) -> None:
+    """``xs[j]`` into row j of ``dst`` (slots of one tensor, ``rows``): one copy where they are rows of one tensor
+    (``stacked``) or one and the same tensor, else one per row."""
+    src = stacked(xs)
+    if src is None and all(x is xs[0] for x in xs):
+        src = xs[0].unsqueeze(0).expand(len(xs), *xs[0].shape)
+    if src is not None:
+        dst.copy_(src)
+        return
+    for row, x in zip(dst, xs):
+        row.copy_(x)
+
+
 def draw_sets(draw: Callable[[int], list[Any]], seed: int, count: int) -> list[list[Any]]:
     """``count`` fresh input sets of the draw of ``seed``: ``draw.sets(seed, count)`` where the draw has it (a
     workload's draw, ``make_input_sets``), else ``draw`` of ``count`` seeds."""
@@ -160,13 +198,12 @@ class TrustedRing:
     def fill(self, seed: int, count: int) -> None:
         """Fresh inputs in the first ``count`` slots (one draw of ``count`` sets), every output room of the ring
         back to the sentinel."""
-        self.pristine, self.values, self.seed, self.count = [], [], seed, count
-        for k, drawn in enumerate(draw_sets(self.draw, seed, count)):
-            for x, slots in zip(drawn, self._in_rows):
-                if slots is not None:
-                    slots[k].copy_(x)
-            self.pristine.append(drawn)
-            self.values.append([None if isinstance(x, torch.Tensor) else x for x in drawn])
+        sets = draw_sets(self.draw, seed, count)
+        self.pristine, self.seed, self.count = sets, seed, count
+        self.values = [[None if isinstance(x, torch.Tensor) else x for x in drawn] for drawn in sets]
+        for i, slots in enumerate(self._in_rows):
+            if slots is not None:
+                copy_rows(slots[:count], [drawn[i] for drawn in sets])
         for slots in self._out_rows:
             sentinel_fill(slots)
 

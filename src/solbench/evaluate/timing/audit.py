@@ -151,24 +151,28 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
     check = Recheck(recheck, boost=max(1.0, n / SHORT_LOOK) if enough is not None else 1.0, every=not cuda)
     drawn = 0
     try:
-        own = {m: engine.own_ms(probe, m)}
+        # the trusted side's own share is timed on a draw of m sets, as a counted bracket's (one batch: its copies
+        # in are one per tensor); the brackets not counted get the same sets (no counted call sees them: its draws
+        # come after them)
+        unseen = _Unseen(ctx, uuid, draw, first_draw, probe, m)
+        own = {m: engine.own_ms(unseen(m))}
         audit.own_ms = own[m]
         for k in range(brackets):
             if len(audit.trusted_ms) >= n:
                 break
             m = engine.group
             seed = ctx.seed_for(uuid, AUDIT_DRAWS + first_draw + drawn)
-            # a bracket not counted gets the probe's inputs in every slot (no counted call sees them: its draws
-            # come after them); a counted one gets one draw of m fresh sets
-            inputs = [probe] * m if k < warm else draw_sets(draw, seed, m)
+            inputs = unseen(m) if k < warm else draw_sets(draw, seed, m)
             with ctx.phases("timing.audit.bracket"):  # the hand-over, the calls and the copies in and out
                 outs, after, ms, late = engine.call(k, drawn % slots.layout.n, inputs, values[k])
             drawn += m
             audit.late += late
             if k < warm:
+                if k == warm - 1:
+                    unseen.drop()
                 continue
             if m not in own:
-                own[m] = engine.own_ms(probe, m)
+                own[m] = engine.own_ms(unseen(m))
             per_call = (ms - own[m] - calib.overhead_ms) / m - calib.call_ms
             if late:  # an upper bound only (``Audit.bounded``); its calls are judged like any
                 audit.bounds.append((per_call, m))
@@ -199,6 +203,25 @@ def run(sub, uuid: str, draw: Callable[[int], list[Any]], shapes, inplace: list[
     _end(sub)
     engine.finish(audit, warm)
     return audit
+
+
+class _Unseen:
+    """The input sets no counted call of an audit sees: ``self(k)`` is ``k`` sets of one draw of ``m`` or more
+    (``k`` above that draws anew), made at the first ask, the probe itself for a group of one. Their draw number is
+    the audit's first, the probe's, below every counted bracket's (the first counted bracket's draws start ``m``
+    later). ``drop()`` lets them go once the brackets not counted are done."""
+
+    def __init__(self, ctx, uuid: str, draw: Callable[[int], list[Any]], first_draw: int, probe: list[Any], m: int):
+        self.draw, self.m, self.seed = draw, m, ctx.seed_for(uuid, AUDIT_DRAWS + first_draw)
+        self.made: list[list[Any]] = [probe] if m == 1 else []
+
+    def __call__(self, k: int) -> list[list[Any]]:
+        if len(self.made) < k:
+            self.made = draw_sets(self.draw, self.seed, max(k, self.m))
+        return self.made[:k]
+
+    def drop(self) -> None:
+        self.made = []
 
 
 def warm_brackets(n: int, m: int, cuda: bool) -> int:

@@ -30,7 +30,7 @@ class CpuAudit:
 
     group = 1  # one call per reading
 
-    def own_ms(self, probe: list[Any], m: int = 1) -> float:
+    def own_ms(self, sets: list[list[Any]]) -> float:
         return 0.0  # the inputs are written before the clock starts: the candidate waits in ``go``'s read
 
     def call(self, k: int, s: int, group: list[list[Any]], values: list[Any]):

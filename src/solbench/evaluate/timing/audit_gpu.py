@@ -32,10 +32,24 @@ HOLD_DECAY = 0.7  # after a bracket on time, the next hold is at least this shar
 GROUP_MS = 2.0  # the device time a group of calls aims at (by the timing's median)
 MAX_GROUP = 64  # calls in one group at most
 GROUP_BYTES = 8 << 30  # the slots of one group at most, in bytes (and a quarter of the device's free memory)
-#: per device, the host time per slot that the trusted side's own share last took to launch (``GpuAudit._reps``):
-#: a workload's first hold of it is sized from there, not ``FIRST_HOLD_S``, so that its reps are not launched
-#: twice, once behind a hold too short for them
-_OWN_HOST_PER_SLOT: dict[str, float] = {}
+#: per device and group size, the host time that the trusted side's own share last took to launch
+#: (``GpuAudit._reps``): a workload's first hold of it is sized from there (``_own_host``), not ``FIRST_HOLD_S``, so
+#: that its reps are not launched twice, once behind a hold too short for them
+_OWN_HOST: dict[str, dict[int, float]] = {}
+
+
+def _own_host(key: str, m: int) -> float | None:
+    """The host time the own share of ``m`` calls should take on device ``key``: what it took for as many calls or
+    the fewest more, else for the most fewer, scaled to ``m`` (a batch draw's copies take about as long for any
+    number of calls; other draws' copies, one per call, grow with it); None where nothing was seen."""
+    seen = _OWN_HOST.get(key)
+    if not seen:
+        return None
+    more = [g for g in seen if g >= m]
+    if more:
+        return seen[min(more)]
+    g = max(seen)
+    return seen[g] * m / g
 
 
 class Unaudited(Exception):
@@ -107,25 +121,26 @@ class GpuAudit:
                 return statistics.median(globaltimer.spans_ms(self.stamps)), host_s
             self.own_hold_s = min(MAX_HOLD_S, 2 * host_s + 1e-4)
 
-    def own_ms(self, probe: list[Any], m: int) -> float:
-        """The trusted side's own work inside a group's bracket, timed here alone: the copies of the inputs into
-        the slots, the sentinel fill and the flush (after the first stamp, so that the inputs exist nowhere before
-        the clock starts), and where the candidate returns its outputs instead of writing them, their copies into
-        the slots."""
+    def own_ms(self, sets: list[list[Any]]) -> float:
+        """The trusted side's own work inside a bracket of ``len(sets)`` calls, timed here alone on input sets
+        drawn as a bracket's are (one batch: the copies in are one per tensor): the copies of the inputs into the
+        slots, the sentinel fill and the flush (after the first stamp, so that the inputs exist nowhere before the
+        clock starts), and where the candidate returns its outputs instead of writing them, their copies into the
+        slots."""
         torch = self.torch
-        slots = list(range(m))
+        m = len(sets)
         self.stream.wait_stream(torch.cuda.current_stream(self.dev))
 
         def fill():
-            for s in slots:
-                self.slots.fill(s, probe)
+            self.slots.fill_group(0, sets)
             self.sub.ctx.flusher()
 
         key = str(self.dev)
-        if key in _OWN_HOST_PER_SLOT:
-            self.own_hold_s = min(MAX_HOLD_S, max(MIN_HOLD_S, 2 * m * _OWN_HOST_PER_SLOT[key] + 1e-4))
+        host_s = _own_host(key, m)
+        if host_s is not None:
+            self.own_hold_s = min(MAX_HOLD_S, max(MIN_HOLD_S, 2 * host_s + 1e-4))
         own, host_s = self._reps(fill)
-        _OWN_HOST_PER_SLOT[key] = host_s / m
+        _OWN_HOST.setdefault(key, {})[m] = host_s
         if self.sub.subject.get("dps", True) or not self.slots.layout.outputs:
             return own
         return own + self._reps(lambda: self.slots.store_like(m))[0]
@@ -136,16 +151,13 @@ class GpuAudit:
         hold, so its launches may have come after the ``go`` flag and the bracket also holds the device's waits for
         them: an upper bound of the calls' time, not their time)."""
         torch = self.torch
-        n = self.slots.layout.n
-        slots = [(first + j) % n for j in range(len(inputs))]
         hold_s = self.hold_s
         self.stream.wait_stream(torch.cuda.current_stream(self.dev))  # the inputs were drawn there
         t_hold = time.perf_counter()
         with torch.cuda.stream(self.stream):
             globaltimer.hold(hold_s)
             globaltimer.stamp(self.stamps, 0)
-            for s, x in zip(slots, inputs):
-                self.slots.fill(s, x)
+            self.slots.fill_group(first, inputs)
             self.sub.ctx.flusher()
         memops.write(self.stream, self.go, k + 1)
         hand_over(self.sub, k, first, len(inputs), "queued")
@@ -154,7 +166,7 @@ class GpuAudit:
         memops.wait(self.stream, self.done, k + 1)
         with torch.cuda.stream(self.stream):
             globaltimer.stamp(self.stamps, 1)
-            taken = [self.slots.take(s, values) for s in slots]
+            taken = self.slots.take_group(first, len(inputs), values)
         self._settle(k)
         # twice the host side just seen, and no shorter than a share of the last hold: one slow host side does
         # not set every later bracket's hold (a hold is device time spent on nothing)

@@ -8,7 +8,7 @@ import random
 import secrets
 from typing import Any, Callable
 
-from solbench.evaluate.boundary.ring import BOOL_SENTINEL
+from solbench.evaluate.boundary.ring import BOOL_SENTINEL, stacked
 from solbench.evaluate.trusted.outcomes import Rejected
 
 RECHECK = 0.4  # the share of audited calls judged against the reference (every one is checked for presence)
@@ -52,15 +52,47 @@ def recheck_share(group: int) -> float:
 
 
 def unwritten_calls(calls: list[list[Any]]) -> list[bool]:
-    """Per call (its outputs), whether some output still holds the sentinel (``_unwritten``), read back at once."""
+    """Per call (its outputs), whether some output still holds the sentinel (``_unwritten``), read back at once;
+    where each output of the calls is a row of one tensor (a group's copies out: ``Slots.take_group``), in one
+    reduction per output."""
     import torch
 
+    by_rows = _rows_left(calls)
+    if by_rows is not None:
+        return by_rows
     flags = [_sentinel_left(outs) for outs in calls]
     if not any(isinstance(f, torch.Tensor) for f in flags):
         return [bool(f) for f in flags]
     dev = next(f.device for f in flags if isinstance(f, torch.Tensor))
     return [bool(v) for v in torch.stack([f if isinstance(f, torch.Tensor) else torch.tensor(bool(f), device=dev)
                                           for f in flags]).tolist()]
+
+
+def _rows_left(calls: list[list[Any]]) -> list[bool] | None:
+    """``unwritten_calls`` where every tensor output of the calls is a row of one tensor per output (``stacked``),
+    else None."""
+    import torch
+
+    if not calls or any(len(outs) != len(calls[0]) for outs in calls):
+        return None
+    left = None
+    for i in range(len(calls[0])):
+        xs = [outs[i] for outs in calls]
+        tensors = sum(isinstance(x, torch.Tensor) for x in xs)
+        if not tensors or (tensors == len(xs) and not any(x.numel() for x in xs)):  # nothing to leave unwritten
+            continue
+        rows = stacked(xs) if tensors == len(xs) else None
+        if rows is None:
+            return None
+        flat = rows.reshape(len(xs), -1)
+        if flat.is_floating_point():
+            one = torch.isnan(flat).any(dim=1)
+        elif flat.dtype == torch.bool:
+            one = (flat.view(torch.uint8) == BOOL_SENTINEL).all(dim=1)
+        else:
+            one = (flat == torch.iinfo(flat.dtype).max).all(dim=1)
+        left = one if left is None else left | one
+    return [False] * len(calls) if left is None else [bool(v) for v in left.tolist()]
 
 
 def _unwritten(outs: list[Any]) -> bool:

@@ -39,6 +39,10 @@ class TimingConfig:
     cpu_rel_target: float = 0.02
     cpu_max_samples: int = 200
     graph_below_ms: float = 0.2  # also time a CUDA graph when the median is below this, or the samples are noisy
+    #: the graph time is informational (``time_graph``): its replays stop at this budget or at this precision (the
+    #: median's 95% interval, relative), not at the timing's
+    graph_budget_s: float = 0.03
+    graph_rel_target: float = 0.02
     #: hold the stream with a spin kernel before each sample, long enough for the host to enqueue the whole
     #: call and the harness's launches around it (``Hold``), so the events time the device alone even for
     #: host-bound launches (as nvbench's blocking kernel does). On the H200 it took run-to-run agreement from
@@ -304,8 +308,9 @@ def round_cpu(call: Call, kinds: list[str], cfg: TimingConfig, check: Check | No
 
 def time_graph(call: Callable[[], object], flusher: Flusher, cfg: TimingConfig,
                max_sm_clock_mhz: float | None = None) -> float | None:
-    """The median time of one call captured in a CUDA graph and replayed (launch overhead left out). Each replay
-    is held like a timed call (``Hold``): its events time the device, not a host slower than the replay."""
+    """The median time of one call captured in a CUDA graph and replayed (launch overhead left out), an
+    informational figure: replays until ``cfg.graph_rel_target`` or ``cfg.graph_budget_s``. Each replay is held
+    like a timed call (``Hold``): its events time the device, not a host slower than the replay."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -323,7 +328,7 @@ def time_graph(call: Callable[[], object], flusher: Flusher, cfg: TimingConfig,
     torch.cuda.synchronize()
     samples: list[float] = []
     started = time.perf_counter()
-    while time.perf_counter() - started < cfg.budget_s / 2 and len(samples) < 200:
+    while time.perf_counter() - started < cfg.graph_budget_s and len(samples) < 200:
         events, hosts, owns = [], [], []
         for _ in range(cfg.batch):
             t_own = time.perf_counter()
@@ -342,7 +347,7 @@ def time_graph(call: Callable[[], object], flusher: Flusher, cfg: TimingConfig,
         torch.cuda.synchronize()
         hold.shorten(hosts, owns)
         samples.extend(s.elapsed_time(e) for s, e in events)
-        if converged(samples, cfg.rel_target, cfg.min_samples):
+        if converged(samples, cfg.graph_rel_target, cfg.min_samples):
             break
     summary = summarize(samples)
     return summary.median if summary else None

@@ -42,7 +42,7 @@ def test_the_cpu_plan_has_no_wall_calls_and_its_own_targets():
     p = Plan(TimingConfig(), False, 8)
     from solbench.evaluate.timing.rounds import Timing
 
-    kinds = p.next(Timing(samples_ms=[]), 0.0, None)
+    kinds = p.next(Timing(samples_ms=[]))
     assert kinds[0] == "warm" and "wall" not in kinds and kinds.count("held") == TimingConfig().cpu_min_samples
 
 
@@ -96,3 +96,42 @@ def test_the_graph_time_stops_at_its_own_precision_or_budget(monkeypatch):
     replays.clear()
     rounds.time_graph(lambda: None, lambda: None, TimingConfig(graph_budget_s=0.01, graph_rel_target=0.001))
     assert len(replays) <= 41  # a batch of 10 replays reads this clock 30 times (3 ms): four batches at most
+
+
+def _paced(monkeypatch, fixed_s: float, per_call_s: float):
+    """A round runner whose rounds take ``fixed_s`` and ``per_call_s`` a call by a stand-in clock, the samples never
+    converging; returns it and the list of its rounds' sizes."""
+    from solbench.evaluate.timing import stopping
+
+    now = [0.0]
+    monkeypatch.setattr(stopping.time, "perf_counter", lambda: now[0])
+    sizes: list[int] = []
+
+    def run(kinds):
+        now[0] += fixed_s + per_call_s * len(kinds)
+        sizes.append(len(kinds))
+        return Round(samples_ms=[1.0 + 0.05 * (i % 7) for i, k in enumerate(kinds) if k == "held"],
+                     wall_ms=[1.0] * kinds.count("wall"), wall_event_ms=[1.0] * kinds.count("wall"))
+    return run, sizes
+
+
+def test_rounds_are_planned_from_their_fitted_cost_and_never_begun_past_the_budget(monkeypatch):
+    """Each round costs a fixed part and a part per call (here 20 ms and 0.5 ms, by a stand-in clock): the second
+    round is sized from the first's pace (its warm-up calls included), the next ones from a line fitted through
+    the rounds counted so far, so the budget is spent in few rounds; none is begun that what is left of the budget
+    cannot pay a batch of, and the budget is never overrun."""
+    cfg = TimingConfig(budget_s=0.12, rel_target=1e-9)  # never converged: the budget ends it
+    run, sizes = _paced(monkeypatch, 0.020, 0.0005)
+    t = measure(run, cfg, True, 64)
+    first, counted = sizes[0], sizes[1:]
+    assert first == 15 and len(counted) == 3, sizes  # 2 warm, 3 wall, 10 held; then three rounds
+    pace = (0.020 + 0.0005 * first) / first  # the first round's time per call: the second fills half the budget
+    assert counted[0] == int(cfg.budget_s / 2 / pace)
+    spent = sum(0.020 + 0.0005 * n for n in counted)
+    assert spent <= cfg.budget_s and cfg.budget_s - spent < 0.020 + 0.0005 * cfg.batch
+    assert len(t.samples_ms) == 10 + sum(counted)
+    # with no fixed part the rounds run into the ring's capacity instead, up to the budget's last batch
+    run, sizes = _paced(monkeypatch, 0.0, 0.0005)
+    measure(run, cfg, True, 64)
+    spent = 0.0005 * sum(sizes[1:])
+    assert max(sizes) == 64 and cfg.budget_s - 0.0005 * cfg.batch <= spent <= cfg.budget_s + 0.0005 * cfg.batch

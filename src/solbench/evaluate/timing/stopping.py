@@ -22,6 +22,11 @@ RunRound = Callable[[list[str]], Round]
 
 
 class Plan:
+    """The rounds of one timing: the prefix (warm-up, wall calls), then held samples until the stopping rule, the
+    sample cap or the budget. A round costs a fixed part (the ring's fill, the exchange, the re-checks) and a part
+    per call: both are fitted from the rounds so far (``pace``), so that the next round spends what the budget has
+    left in one round where the ring holds it, and no round is begun that the budget cannot pay a batch of."""
+
     def __init__(self, cfg: TimingConfig, cuda: bool, capacity: int):
         self.cfg = cfg
         self.cuda = cuda
@@ -32,15 +37,54 @@ class Plan:
         self.budget_s = cfg.budget_s if cuda else cfg.cpu_budget_s
         warm = max(1, cfg.warmup_calls) if cuda else 1
         self.prefix = ["warm"] * warm + (["wall"] * cfg.wall_calls if cuda else [])
+        self.costs: list[tuple[int, float]] = []  # (calls, seconds) of each round counted against the budget
+        self.first: tuple[int, float] | None = None  # the first round's (calls, seconds): not counted
 
-    def next(self, timing: Timing, spent_s: float, per_call_s: float | None) -> list[str] | None:
+    @property
+    def spent_s(self) -> float:
+        return sum(t for _, t in self.costs)
+
+    def record(self, calls: int, seconds: float) -> None:
+        """A round's calls and time: the first's apart (its warm-up calls compile), every later one counted
+        against the budget."""
+        if self.first is None:
+            self.first = (calls, seconds)
+        else:
+            self.costs.append((calls, seconds))
+
+    def pace(self) -> tuple[float, float] | None:
+        """(seconds per round, seconds per call) of the counted rounds: a least-squares line through them where
+        their sizes differ, else all of a round's time per call (no fixed part: the next round is planned no
+        larger than that pace allows). Before any, the first round's time per call, its compiles included (a
+        pace no later round is slower than), asked to fill half the budget; None before that."""
+        if not self.costs:
+            if self.first is None:
+                return None
+            calls, seconds = self.first
+            return 0.0, 2 * seconds / max(1, calls)
+        n = len(self.costs)
+        mx = sum(c for c, _ in self.costs) / n
+        my = self.spent_s / n
+        sxx = sum((c - mx) ** 2 for c, _ in self.costs)
+        if sxx > 0:
+            per_call = sum((c - mx) * (t - my) for c, t in self.costs) / sxx
+            fixed = my - per_call * mx
+            if per_call > 0 and fixed >= 0:
+                return fixed, per_call
+        return 0.0, my / mx
+
+    def next(self, timing: Timing) -> list[str] | None:
         """The next round's call kinds, or None when the timing is done."""
         have = len(timing.samples_ms)
+        pace = self.pace()
+        left = self.budget_s - self.spent_s
         if not self.prefix:
-            if have >= self.max_samples or (have and spent_s >= self.budget_s):
+            if have >= self.max_samples or (have and left <= 0):
                 return None
             if converged(timing.samples_ms, self.rel, self.min_samples):
                 return None
+            if self.costs and left < pace[0] + pace[1] * self.cfg.batch:
+                return None  # what is left of the budget would not pay for a batch
         kinds = self.prefix[:self.capacity]
         self.prefix = self.prefix[len(kinds):]
         room = self.capacity - len(kinds)
@@ -49,7 +93,7 @@ class Plan:
         if have < self.min_samples:
             n = self.min_samples - have
         else:  # what the budget left allows at the pace of the rounds so far, a batch at least
-            n = max(self.cfg.batch, int((self.budget_s - spent_s) / per_call_s) if per_call_s else 0)
+            n = max(self.cfg.batch, int((left - pace[0]) / pace[1]) if pace else 0)
         n = max(1, min(n, room, self.max_samples - have))
         return kinds + ["held"] * n
 
@@ -60,11 +104,8 @@ def measure(run: RunRound, cfg: TimingConfig, cuda: bool, capacity: int,
     calls (short, or bimodal because the host enqueues slower than the GPU runs) where ``graph`` is given."""
     plan = Plan(cfg, cuda, capacity)
     timing = Timing(samples_ms=[], method="cuda_events" if cuda else "wall_clock")
-    spent = 0.0  # the budget counts rounds after the first (which holds the warm-up calls and their compiles)
-    per_call: float | None = None
-    first = True
     while True:
-        kinds = plan.next(timing, spent, per_call)
+        kinds = plan.next(timing)
         if kinds is None:
             break
         t0 = time.perf_counter()
@@ -72,10 +113,7 @@ def measure(run: RunRound, cfg: TimingConfig, cuda: bool, capacity: int,
         took = time.perf_counter() - t0
         timing.add(r)
         timing.calls += len(kinds)
-        if not first:
-            spent += took
-            per_call = took / len(kinds)
-        first = False
+        plan.record(len(kinds), took)
     timing.settle_clock()
     s = summarize(timing.samples_ms)
     launch_bound = s is not None and (s.median < cfg.graph_below_ms or s.iqr > 0.1 * s.median)

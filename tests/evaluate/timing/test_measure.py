@@ -135,3 +135,14 @@ def test_rounds_are_planned_from_their_fitted_cost_and_never_begun_past_the_budg
     measure(run, cfg, True, 64)
     spent = 0.0005 * sum(sizes[1:])
     assert max(sizes) == 64 and cfg.budget_s - 0.0005 * cfg.batch <= spent <= cfg.budget_s + 0.0005 * cfg.batch
+
+
+def test_a_ring_of_one_slot_still_gets_its_samples_when_its_prefix_outlasts_the_budget(monkeypatch):
+    """A workload whose ring holds one call (a large one) runs its warm-up and wall calls a round each; when they
+    alone outlast the budget, held samples still follow (the budget stops the timing only once it has samples:
+    a timing of none would leave the workload unscored)."""
+    cfg = TimingConfig(budget_s=0.12, rel_target=1e-9)
+    for capacity in (1, 2, 5):
+        run, sizes = _paced(monkeypatch, 0.05, 0.01)
+        t = measure(run, cfg, True, capacity)
+        assert t.samples_ms and max(sizes) <= capacity, (capacity, sizes)

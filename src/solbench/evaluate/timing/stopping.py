@@ -83,7 +83,7 @@ class Plan:
                 return None
             if converged(timing.samples_ms, self.rel, self.min_samples):
                 return None
-            if self.costs and left < pace[0] + pace[1] * self.cfg.batch:
+            if have >= self.min_samples and self.costs and left < pace[0] + pace[1] * self.cfg.batch:
                 return None  # what is left of the budget would not pay for a batch
         kinds = self.prefix[:self.capacity]
         self.prefix = self.prefix[len(kinds):]

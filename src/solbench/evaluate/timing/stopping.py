@@ -19,6 +19,9 @@ from solbench.evaluate.timing.rounds import (Call, Flusher, Hold, Round, Timing,
 from solbench.evaluate.timing.stats import converged, summarize
 
 RunRound = Callable[[list[str]], Round]
+#: samples a timing gets even past its budget: a median of three stands against one outlier, where a ring of one
+#: slot (a workload of gigabytes) pays a round per call and its warm-up and wall calls alone can spend the budget
+BUDGET_FLOOR = 3
 
 
 class Plan:
@@ -79,7 +82,7 @@ class Plan:
         pace = self.pace()
         left = self.budget_s - self.spent_s
         if not self.prefix:
-            if have >= self.max_samples or (have and left <= 0):
+            if have >= self.max_samples or (have >= min(BUDGET_FLOOR, self.min_samples) and left <= 0):
                 return None
             if converged(timing.samples_ms, self.rel, self.min_samples):
                 return None

@@ -2,8 +2,8 @@
 
 A subject's timing is a series of rounds (``rounds.Round``). The first starts with the warm-up calls and, on
 the GPU, the wall-time calls; then held samples follow, round after round, until the median's 95% interval is
-within the target, the sample cap is reached or the budget (time spent in rounds) is spent. Each round holds
-at most ``capacity`` calls: for a candidate, the slots of its ring of fresh inputs (``ring``). The rule runs
+within the target, the sample cap is reached or the budget (time spent in rounds after the first) is spent,
+once there are ``BUDGET_FLOOR`` samples. Each round holds at most ``capacity`` calls: for a candidate, the slots of its ring of fresh inputs (``ring``). The rule runs
 on the trusted side for every subject, so a candidate cannot steer where its timing ends. ``time_cuda`` and
 ``time_cpu`` time a trusted subject (a baseline) by it, in the trusted worker's own process.
 """
@@ -96,7 +96,7 @@ class Plan:
         if have < self.min_samples:
             n = self.min_samples - have
         else:  # what the budget left allows at the pace of the rounds so far, a batch at least
-            n = max(self.cfg.batch, int((left - pace[0]) / pace[1]) if pace else 0)
+            n = max(self.cfg.batch, int((left - pace[0]) / pace[1]) if pace and pace[1] > 0 else 0)
         n = max(1, min(n, room, self.max_samples - have))
         return kinds + ["held"] * n
 

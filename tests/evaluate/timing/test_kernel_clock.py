@@ -1,6 +1,9 @@
 """The CUPTI clock's placement of device records (evaluate.kernel_clock), on records laid out as the H200's kineto
 reported them (benchmarks/probe_cupti.py): launches on the host's clock, device records on the device's."""
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from solbench.evaluate.timing.cupti import KernelTimes, Record, Windows, spans, wide_gaps
 
 US = 1000  # ns
@@ -139,3 +142,33 @@ def test_a_round_without_cupti_keeps_its_event_times_and_says_why(monkeypatch):
     out = Round(samples_ms=[0.004])
     on.finish(out)
     assert out.method == "cuda_events" and "CUPTI unavailable" in out.clock_note
+
+
+def test_a_large_round_places_its_records_as_a_small_one_does():
+    """A round of 300 calls (records found by bisection: placing them grew with the square of the round) gives
+    each call its own kernels' span, a deferred launch counted as stray where it happened."""
+    import random
+
+    rng = random.Random(7)
+    calls = [[(a, a + rng.randint(1, 9))] for a in (rng.randint(0, 5) for _ in range(300))]
+    records, launches, w = _round(calls, stray=150)
+    t = spans(records, launches, w)
+    assert t.complete and t.stray == 1
+    want = [(b - a) / 1000 for ((a, b),) in calls]
+    want[150] = (calls[150][0][1] + 9 - calls[150][0][0]) / 1000  # the deferred kernel is the call's: no flush since
+    assert t.spans_ms == want
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 20)), max_size=12), st.integers(-5, 700))
+def test_a_host_time_is_found_in_the_first_window_that_holds_it(raw, t):
+    """``_Locator``: by bisection where the windows follow one another, by a scan otherwise (a clock stepped
+    back), the answer the scan gives either way."""
+    from solbench.evaluate.timing.cupti import _Locator
+
+    at, windows = 0, []
+    for gap, width in raw:  # in order, most of the time; a negative gap steps the clock back
+        a = at + gap - (30 if gap % 7 == 0 else 0)
+        windows.append((a, a + width))
+        at = a + width + 1
+    scan = next((i for i, (a, b) in enumerate(windows) if a <= t <= b), None)
+    assert _Locator(windows)(t) == scan

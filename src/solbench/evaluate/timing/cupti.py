@@ -87,18 +87,31 @@ class Windows:
         self.calls.append((self._c0, time.time_ns()))
 
 
-def _in(t: int, windows: list[tuple[int, int]]) -> int | None:
-    for i, (a, b) in enumerate(windows):
-        if a <= t <= b:
-            return i
-    return None
+class _Locator:
+    """Which call's window holds a host time (the first that does), or None: by bisection where the windows follow
+    one another, as calls noted in order on a clock that did not step back do, else by a scan."""
+
+    def __init__(self, windows: list[tuple[int, int]]):
+        self.windows = windows
+        self.starts = [a for a, _ in windows]
+        self.ordered = all(a <= b for a, b in windows) and all(b < c for (_, b), (c, _) in zip(windows, windows[1:]))
+
+    def __call__(self, t: int) -> int | None:
+        if self.ordered:
+            i = bisect.bisect_right(self.starts, t) - 1
+            return i if i >= 0 and t <= self.windows[i][1] else None
+        for i, (a, b) in enumerate(self.windows):
+            if a <= t <= b:
+                return i
+        return None
 
 
 def spans(records: list[Record], launches: dict[int, int], windows: Windows) -> KernelTimes:
     """Each held call's kernel time (see the module's rules). ``launches`` maps a correlation id to the host time
     of the runtime or driver call that made it."""
     n = len(windows.calls)
-    harness, flush_end = _harness(records, launches, windows, n)
+    where = _Locator(windows.calls)
+    harness, flush_end = _harness(records, launches, where, n)
     if flush_end is None:
         return KernelTimes(spans_ms=[None] * n)
     per_call: list[list[Record]] = [[] for _ in range(n)]
@@ -107,17 +120,17 @@ def spans(records: list[Record], launches: dict[int, int], windows: Windows) -> 
         if id(r) in harness:
             continue
         t = launches.get(r.correlation)
-        if t is not None and _in(t, windows.calls) is None:
+        if t is not None and where(t) is None:
             stray += 1
         k = bisect.bisect_right(flush_end, r.start) - 1  # the last call whose flush had ended (flush_end rises)
         if k < 0:  # before the first flush ended: a call's launch says whose it is, else the first call's
-            k = (_in(t, windows.calls) if t is not None else None) or 0
+            k = (where(t) if t is not None else None) or 0
         per_call[k].append(r)
     out = [(max(r.end for r in rs) - min(r.start for r in rs)) / 1e6 if rs else None for rs in per_call]
     return KernelTimes(spans_ms=out, stray=stray)
 
 
-def _harness(records: list[Record], launches: dict[int, int], windows: Windows,
+def _harness(records: list[Record], launches: dict[int, int], where: _Locator,
              n: int) -> tuple[set[int], list[int] | None]:
     """The harness's own records and, per held call, when its flush ended; None where the round's records do
     not show one hold and one flush per call.
@@ -131,10 +144,12 @@ def _harness(records: list[Record], launches: dict[int, int], windows: Windows,
         return set(), None
     stream = spins[0].stream
     timeline = sorted((r for r in records if r.stream == stream), key=lambda r: r.start)
+    starts = [r.start for r in timeline]
     harness: set[int] = {id(r) for r in spins}
     flush_end: list[int] = []
-    for k, spin in enumerate(spins):
-        after = [r for r in timeline if r.start >= spin.end and (k + 1 == n or r.start < spins[k + 1].start)]
+    for k, spin in enumerate(spins):  # the records after each spin kernel and before the next, found by bisection
+        end = bisect.bisect_left(starts, spins[k + 1].start) if k + 1 < n else len(timeline)
+        after = timeline[bisect.bisect_left(starts, spin.end):end]
         i = next((j for j, r in enumerate(after) if "reduce_kernel" in r.name), None)
         if i is None:
             return set(), None
@@ -145,7 +160,7 @@ def _harness(records: list[Record], launches: dict[int, int], windows: Windows,
         if id(r) in harness or not any(p in r.name for p in COPY_NAMES):
             continue
         t = launches.get(r.correlation)
-        if t is None or _in(t, windows.calls) is None:
+        if t is None or where(t) is None:
             harness.add(id(r))
     return harness, flush_end
 

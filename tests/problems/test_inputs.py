@@ -311,3 +311,36 @@ def test_a_large_batch_is_drawn_in_chunks_of_bounded_memory(monkeypatch):
     chunked = _sets({"x": {"shape": ["T", "H"], "dtype": "float32"}}, AXES, 3, 7, {"T": 16})
     assert len(chunked) == 7 and len({float(s[0].abs().sum()) for s in chunked}) == 7
     assert chunked[6][0].shape == (16, 256)
+
+
+def test_a_batchs_rope_tables_are_each_sets_own_and_computed_at_once():
+    """RoPE's cosines and sines of a batch of sets: set j's positions are those of its own seed (the table of a
+    one-set draw of that seed: a set is a function of its seed alone), cos and sin of a set agree, the sets
+    differ, and the batch's tables are computed at once (one ``cos`` and one ``sin`` for any number of sets)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from solbench.problems.inputs import _rope, _set_seed, make_input_sets
+
+    d = _defn({"q": {"shape": ["T", "H", "D"], "dtype": "bfloat16"},
+               "cos": {"shape": ["T", "D"], "dtype": "float32"}, "sin": {"shape": ["T", "D"], "dtype": "float32"}},
+              {"T": {"type": "var"}, "H": {"type": "const", "value": 4}, "D": {"type": "const", "value": 16}})
+    w = Workload(uuid="w", axes={"T": 5}, inputs={})
+    calls = []
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func in (torch.ops.aten.cos.default, torch.ops.aten.sin.default):
+                calls.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        sets = make_input_sets(d, w, 7, 6, "cpu")
+    assert len(calls) == 2  # one table of each for the six sets
+    assert len({tuple(s[1][:, 0].tolist()) for s in sets}) == 6  # every set its own positions
+    for s in sets:
+        assert torch.allclose(s[1] ** 2 + s[2] ** 2, torch.ones(5, 16), atol=1e-6)
+    # set j's tables are a one-set draw's of the seed the batch gives set j
+    for j in (0, 3, 5):
+        alone = make_input_sets(d, w, _set_seed(7, j), 1, "cpu")[0]
+        assert torch.equal(sets[j][1], alone[1]) and torch.equal(sets[j][2], alone[2])
+        assert torch.equal(alone[1], _rope("rope_cos", (5, 16), torch.device("cpu"), torch.float32, [_set_seed(7, j)]))

@@ -165,8 +165,9 @@ def _block_table(spec: TensorSpec, shape: tuple[int, ...], axes: dict[str, int],
     return torch.randperm(hi - lo, generator=gen, device=gen.device)[:need].reshape(shape) + lo
 
 
-#: roles whose draw is not elementwise over a batch of sets: each set of a batch is drawn on its own
-PER_SET_ROLES = frozenset({"rope_cos", "rope_sin", "block_table", "page_table"})
+#: roles whose draw is not elementwise over a batch of sets: each set of a batch is drawn on its own (RoPE's tables
+#: too, from positions of their own, but computed for the batch at once: ``_rope``)
+PER_SET_ROLES = frozenset({"block_table", "page_table"})
 
 
 def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dict[str, int],
@@ -190,7 +191,8 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
             return mask.expand(shape).contiguous().to(dtype)
         return (torch.rand(shape, generator=gen, device=device) < 0.5).to(dtype)
     if role in ("rope_cos", "rope_sin"):
-        return _rope(role, shape, device, dtype, angle_seed)
+        seeds = [angle_seed] if sets == 1 else [_set_seed(angle_seed, j) for j in range(sets)]
+        return _rope(role, shape, device, dtype, seeds)
     x = _floating(name, role, spec, shape, axes, gen, device, angle_seed, sets)
     if spec.dtype in FLOAT8 and role not in ("scale",):
         lo, hi = _range(spec, axes, (-2.0, 2.0)) if role == "activation" else (-448.0, 448.0)
@@ -219,22 +221,29 @@ def _integer(role: str, spec: TensorSpec, shape: tuple[int, ...], axes: dict[str
 
 
 def _rope(role: str, shape: tuple[int, ...], device: torch.device, dtype: torch.dtype,
-          angle_seed: int) -> torch.Tensor:
-    """RoPE's cosines or sines at random positions: the positions from a CPU generator, the table computed on
-    ``device`` (in float64)."""
-    # angles depend only on angle_seed so cos and sin of one draw agree
-    g = torch.Generator(device="cpu").manual_seed(angle_seed)
-    rows = shape[0] if len(shape) > 1 else 1
-    dim = shape[-1]
-    pos = _onto(torch.randint(0, 8192, (rows, 1), generator=g), device, torch.float64)
+          angle_seeds: list[int]) -> torch.Tensor:
+    """RoPE's cosines or sines at random positions: per set (one seed each) its positions from a CPU generator of
+    that seed, the tables of every set computed on ``device`` at once (in float64). One seed: a tensor of
+    ``shape``; several: ``shape`` is the batch's, (sets, *one set's shape)."""
+    # angles depend only on a set's seed, so cos and sin of one draw agree
+    one = shape if len(angle_seeds) == 1 else shape[1:]
+    rows = one[0] if len(one) > 1 else 1
+    dim = one[-1]
+    pos = torch.cat([torch.randint(0, 8192, (rows, 1), generator=torch.Generator(device="cpu").manual_seed(s))
+                     for s in angle_seeds])
+    pos = _onto(pos, device, torch.float64)
     half = (dim + 1) // 2
     inv = 10000.0 ** (-torch.arange(half, dtype=torch.float64, device=device) * 2 / max(dim, 2))
     ang = pos * inv
     if dim != half:
         ang = torch.cat([ang, ang], dim=-1)[:, :dim]
     val = torch.cos(ang) if role == "rope_cos" else torch.sin(ang)
-    val = val.reshape((rows,) + (1,) * (len(shape) - 2) + (dim,)).expand(shape)
-    return val.to(device=device, dtype=dtype).contiguous()
+    sets = len(angle_seeds)
+    if len(one) == 1:
+        val = val.reshape(sets, dim)
+    else:  # each row's angles over the axes between a token and its channels (heads)
+        val = val.reshape((sets, rows) + (1,) * (len(one) - 2) + (dim,)).expand((sets,) + tuple(one))
+    return val.reshape(shape).to(device=device, dtype=dtype).contiguous()
 
 
 def _floating(name: str, role: str, spec: TensorSpec, shape: tuple[int, ...], axes: dict[str, int],

@@ -84,13 +84,7 @@ def _rows_left(calls: list[list[Any]]) -> list[bool] | None:
         rows = stacked(xs) if tensors == len(xs) else None
         if rows is None:
             return None
-        flat = rows.reshape(len(xs), -1)
-        if flat.is_floating_point():
-            one = torch.isnan(flat).any(dim=1)
-        elif flat.dtype == torch.bool:
-            one = (flat.view(torch.uint8) == BOOL_SENTINEL).all(dim=1)
-        else:
-            one = (flat == torch.iinfo(flat.dtype).max).all(dim=1)
+        one = _left_per_row(rows.reshape(len(xs), -1))
         left = one if left is None else left | one
     return [False] * len(calls) if left is None else [bool(v) for v in left.tolist()]
 
@@ -109,11 +103,18 @@ def _sentinel_left(outs: list[Any]):
     for x in outs:
         if not isinstance(x, torch.Tensor) or x.numel() == 0:
             continue
-        if x.is_floating_point():
-            one = torch.isnan(x).any()
-        elif x.dtype == torch.bool:
-            one = (x.view(torch.uint8) == BOOL_SENTINEL).all()
-        else:
-            one = (x == torch.iinfo(x.dtype).max).all()
+        one = _left_per_row(x.reshape(1, -1))[0]
         left = one if left is False else left | one
     return left
+
+
+def _left_per_row(flat):
+    """Per row of ``flat`` (one call's output, flattened), whether the sentinel is left: any NaN for floats, every
+    element the sentinel for booleans and integers."""
+    import torch
+
+    if flat.is_floating_point():
+        return torch.isnan(flat).any(dim=1)
+    if flat.dtype == torch.bool:
+        return (flat.view(torch.uint8) == BOOL_SENTINEL).all(dim=1)
+    return (flat == torch.iinfo(flat.dtype).max).all(dim=1)

@@ -39,6 +39,16 @@ def test_honest_pytorch_solution_passes_and_is_timed(axpy, tmp_path):
     assert ev2.workloads[0].eager_ms == ev.workloads[0].eager_ms
 
 
+def test_a_workloads_checked_calls_come_back_from_one_exchange_in_one_process(axpy):
+    """The draws' calls go to the candidate as one ``calls`` command (``stages.WorkloadJudging.batch``); a batch that
+    broke the candidate's process would be made again call by call in a fresh one and pass all the same, so the
+    evaluation must show no restart."""
+    ev = run(axpy, "torch_ok.py", time_candidate=False)
+    assert ev.verdict == "passed"
+    assert "candidate_restarts" not in (ev.environment or {})
+    assert all(w.phases.get("calls.exchange", 0) > 0 for w in ev.workloads)
+
+
 @pytest.mark.parametrize("name,verdict", [
     ("wrong.py", "incorrect_numerical"),
     ("zeros.py", "incorrect_numerical"),

@@ -52,6 +52,32 @@ class Called(_Reply):
     kernels: list[list[Any]] = Field(default_factory=list, max_length=256)
 
 
+class CallResult(BaseModel):
+    """One call's result in a ``called_batch`` reply: a ``called`` reply's fields of that call, and its own codes."""
+
+    model_config = ConfigDict(extra="forbid", strict=False)
+    codes: list[str] = Field(default_factory=list, max_length=32)
+    failed: dict[str, Any] | None = None
+    lost: bool = False
+    outputs: list[dict[str, Any]] = Field(default_factory=list, max_length=64)
+    count: int = 0
+    peak_memory_bytes: int | None = None
+    dsl_stores: int | None = Field(default=None, ge=0)
+    kernels: list[list[Any]] = Field(default_factory=list, max_length=256)
+
+
+#: the most calls one ``calls`` command asks for (a workload's checked draws and the repeat call)
+MAX_BATCH = 16
+
+
+class CalledBatch(_Reply):
+    """The reply to ``calls``: the calls' results in the order asked, up to the first that failed; the process's
+    own checks (codes, harness digest) once, after the last."""
+
+    type: Literal["called_batch"]
+    results: list[CallResult] = Field(default_factory=list, max_length=MAX_BATCH)
+
+
 class Timed(_Reply):
     type: Literal["timed"]
     samples_ms: list[float] = Field(default_factory=list)
@@ -83,8 +109,8 @@ class Audited(_Reply):
     refused: bool = False
 
 
-_TYPES = {"ready": Ready, "audit_ready": AuditReady, "audited": Audited, "called": Called, "timed": Timed,
-          "graphed": Graphed, "fatal": Fatal}
+_TYPES = {"ready": Ready, "audit_ready": AuditReady, "audited": Audited, "called": Called,
+          "called_batch": CalledBatch, "timed": Timed, "graphed": Graphed, "fatal": Fatal}
 
 
 class Forged(Exception):

@@ -12,6 +12,8 @@ Commands and replies are JSON lines; every reply echoes the command's ``nonce`` 
 fresh harness snapshot, compared on the trusted side with the one taken before the solution was imported.
 - ``load``: language, staged directory, entry point, device -> ``ready`` or ``fatal``
 - ``call``: arena, input slots, output slots, mode (``normal`` or ``ghost``), profile -> ``called``
+- ``calls``: arena, a list of such calls (each with slots of its own), run in order up to the first that fails ->
+  ``called_batch``: each call's result, and the checks once
 - ``time``: arena, the ring's layout and plain values, the round's call kinds -> ``timed`` (``timed``)
 - ``graph``: arena, the ring, one slot -> ``graphed`` (``timed``)
 - ``audit``: arena, slots, the hand-over's flags -> ``audit_ready``, then ``go``/``ok`` lines, ``audit_end``
@@ -201,12 +203,7 @@ class Candidate:
 
     def report_failure(self, reply: str, exc: BaseException) -> None:
         """Answer a command whose call failed; a lost CUDA context ends this process."""
-        failed = self.failure(exc)
-        lost = failed.pop("lost", False)
-        codes, digest = self.checked() if not lost else ([], self.baseline)
-        self.chan.send(type=reply, failed=failed, lost=lost, codes=codes, harness=digest)
-        if lost:
-            raise SystemExit(0)
+        self.answer(reply, self.failed(exc))
 
     def deliver(self, buf, produced: list[Any], slots: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Copy plain outputs into their slots; describe what was produced (the trusted side judges mismatches)."""
@@ -232,62 +229,88 @@ class Candidate:
 
     # ---- commands ---------------------------------------------------------------------------------
     def call(self, msg: dict[str, Any]) -> None:
+        """One call (``call``), answered with this process's checks after it."""
+        self.answer("called", self.one_call(self.arena(msg), msg))
+
+    def calls_batch(self, msg: dict[str, Any]) -> None:
+        """Several calls in one exchange (``calls``): each run as ``call`` runs one, in order, on slots of its own,
+        up to the first that fails; this process's checks once, after the last. The solution's code runs only
+        inside its calls, as in a timing round's, so one check after them sees what a check after each would."""
         buf = self.arena(msg)
-        given = [arena_mod.view(buf, s) for s in msg["inputs"]]
+        results = []
+        for one in msg["calls"]:
+            results.append(self.one_call(buf, one))
+            if "failed" in results[-1]:
+                break
+        lost = any(r.get("lost") for r in results)
+        codes, digest = self.checked() if not lost else ([], self.baseline)
+        self.chan.send(type="called_batch", results=results, codes=codes, harness=digest, lost=lost)
+        if lost:
+            raise SystemExit(0)
+
+    def answer(self, reply: str, item: dict[str, Any]) -> None:
+        """Send one call's result (``one_call``) with this process's checks; a lost CUDA context ends the
+        process."""
+        lost = bool(item.get("lost"))
+        codes, digest = self.checked() if not lost else ([], self.baseline)
+        self.chan.send(type=reply, **dict(item, codes=codes + item.get("codes", []), harness=digest))
+        if lost:
+            raise SystemExit(0)
+
+    def one_call(self, buf, spec: dict[str, Any]) -> dict[str, Any]:
+        """One call of the solution on the inputs in ``spec``'s slots of ``buf``, its outputs delivered into its
+        output slots: the result's fields (outputs described, count, peak memory, the profile's kernels or the
+        interpreter's stores, codes of its own), or ``failed`` and ``lost``."""
+        given = [arena_mod.view(buf, s) for s in spec["inputs"]]
         # the solution works on its own copies, laid out as a timed call's are
         self.calls += 1
         inputs = [ring.own_copy(x, self.calls) for x in given]
         self.sync()  # the copies are complete before the call, whichever stream the call reads them on
-        is_ghost = msg.get("mode") == "ghost"
         before = None
         if self.cuda:
             self.torch.cuda.reset_peak_memory_stats()
             before = self.torch.cuda.memory_allocated()
         stores = None
         try:
-            if is_ghost:
+            if spec.get("mode") == "ghost":
                 with ghost.ghost_mode():
-                    result = self.invoke(inputs, msg["outputs"])
+                    result = self.invoke(inputs, spec["outputs"])
             elif self.interpreted:  # the interpreter's count of the elements the DSL kernels stored
                 with language.InterpreterStores() as stores:
-                    result = self.invoke(inputs, msg["outputs"])
+                    result = self.invoke(inputs, spec["outputs"])
             else:
-                result = self.invoke(inputs, msg["outputs"])
+                result = self.invoke(inputs, spec["outputs"])
             self.sync()
         except Exception as exc:
-            self.report_failure("called", exc)
-            return
-        codes, digest = self.checked()
+            return self.failed(exc)
         why = calls.not_plain(result)
         if why:  # not read any further: touching it runs the solution's code inside the harness
             print(f"solbench: {why}", file=sys.stderr, flush=True)
-            self.chan.send(type="called", codes=codes + ["tensor_subclass"], outputs=[], count=0, harness=digest)
-            return
+            return {"codes": ["tensor_subclass"], "outputs": [], "count": 0}
         produced = calls.as_list(result)
         try:
-            outputs = self.deliver(buf, produced, msg["outputs"])
-            for x, slot in zip(inputs, msg["inputs"]):  # the inputs as the call left them (in-place, mutation)
+            outputs = self.deliver(buf, produced, spec["outputs"])
+            for x, slot in zip(inputs, spec["inputs"]):  # the inputs as the call left them (in-place, mutation)
                 if isinstance(x, self.torch.Tensor) and "offset" in slot:
                     arena_mod.view(buf, slot).copy_(x)
             self.sync()
         except Exception as exc:
-            self.chan.send(type="called", failed={"verdict": "runtime_error", "reasons": ["unreadable_output"],
-                                                  "message": calls.short_traceback(exc)}, lost=False, codes=codes,
-                           harness=digest)
-            return
+            return {"failed": {"verdict": "runtime_error", "reasons": ["unreadable_output"],
+                               "message": calls.short_traceback(exc)}, "lost": False}
         peak = int(self.torch.cuda.max_memory_allocated() - before) if before is not None else None
-        extra = self.profile(given, msg["outputs"]) if msg.get("profile") and self.cuda else {}
+        extra = self.profile(given, spec["outputs"]) if spec.get("profile") and self.cuda else {}
         if "failed" in extra:  # the solution's own call failed under the profiler: a verdict like any failed call
-            self.report_failure("called", extra["failed"])
-            return
-        if extra:
-            codes, digest = self.checked()
-            codes += extra.pop("codes", [])
+            return self.failed(extra["failed"])
         if stores is not None:  # how much of the output (in-place inputs included) the DSL kernels stored
-            inplace = [inputs[i] for i in msg.get("inplace") or [] if 0 <= i < len(inputs)]
+            inplace = [inputs[i] for i in spec.get("inplace") or [] if 0 <= i < len(inputs)]
             extra["dsl_stores"] = stores.elements_in(produced + inplace)
-        self.chan.send(type="called", codes=codes, outputs=outputs, count=len(produced), peak_memory_bytes=peak,
-                       harness=digest, **extra)
+        return dict(extra, codes=extra.pop("codes", []), outputs=outputs, count=len(produced),
+                    peak_memory_bytes=peak)
+
+    def failed(self, exc: BaseException) -> dict[str, Any]:
+        """A failed call's result fields (``failure``): ``failed`` and ``lost``."""
+        failed = self.failure(exc)
+        return {"failed": failed, "lost": failed.pop("lost", False)}
 
     def profile(self, given: list[Any], out_slots: list[dict[str, Any]]) -> dict[str, Any]:
         """One more call under the profiler: the kernels it ran and their device time (the language proof)."""
@@ -338,7 +361,7 @@ def main(cmd_fd: int, reply_fd: int) -> int:
         return 0
     codes, digest = cand.checked()
     chan.send(type="ready", harness=cand.baseline, codes=codes, seccomp=cand.seccomp)
-    handlers = {"call": cand.call, "time": lambda msg: timed.serve(cand, msg),
+    handlers = {"call": cand.call, "calls": cand.calls_batch, "time": lambda msg: timed.serve(cand, msg),
                 "graph": lambda msg: timed.graph(cand, msg), "audit": lambda msg: audited.serve(cand, msg)}
     while True:
         msg = chan.receive()

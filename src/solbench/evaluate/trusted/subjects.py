@@ -315,36 +315,82 @@ class RemoteSubject:
         return got
 
     def call(self, inputs: list[Any], axes: dict[str, int], mode: str = "normal", profile: bool = False) -> Called:
-        from solbench.evaluate.boundary.arena import nbytes_for, nbytes_of
-        from solbench.evaluate.boundary.ring import sentinel_fill
-
-        ph = self.ctx.phases  # nested in the worker's "calls": lending the inputs, the exchange, taking back
         shapes = self.ctx.out_shapes(axes)
-        with ph("calls.lend"):
-            arena = self._lend_for_calls(sum(nbytes_of(x) for x in inputs) + sum(nbytes_for(s, d) for s, d in shapes))
-            in_slots = [arena.put(x) for x in inputs]
-            out_slots = [arena.reserve(s, d) for s, d in shapes]
-            for slot in out_slots:
-                sentinel_fill(arena.view(slot))
-            self._settle()
-        inplace = [self.ctx.input_names.index(n) for n in self.ctx.inplace]
-        with ph("calls.exchange"):
-            reply, gone = self._exchange({"op": "call", "inputs": in_slots, "outputs": out_slots, "mode": mode,
-                                          "profile": profile, "inplace": inplace}, "called")
+        spec = self._lent([inputs], shapes)[0]
+        with self.ctx.phases("calls.exchange"):
+            reply, gone = self._exchange(dict(spec, op="call", mode=mode, profile=profile), "called")
         if gone:
             return Called(failed=gone, lost=gone["verdict"] != "reward_hack", message=gone.get("message"))
-        if reply.failed:
-            return Called(failed=self._failure(reply), lost=reply.lost, codes=reply.codes)
-        with ph("calls.collect"):
-            outputs = self._outputs(reply.outputs, out_slots)
-            after = [copied(arena.view(s)) for s in in_slots]
-        if reply.count != len(shapes) and len(outputs) == len(shapes) and not reply.codes:
+        return self._called(reply, spec, shapes, profile)
+
+    def call_bytes(self, inputs: list[Any], axes: dict[str, int]) -> int:
+        """The arena bytes one call on ``inputs`` takes: the inputs and the outputs' rooms."""
+        return _set_bytes(inputs, self.ctx.out_shapes(axes))
+
+    def calls(self, sets: list[list[Any]], axes: dict[str, int], profile_first: bool = False) -> list[Called] | None:
+        """A call on each of ``sets`` in one exchange (the ``calls`` command), in order, each on slots of its own:
+        their ``Called`` up to the first that failed; one failed ``Called`` where the reply was refused or the
+        workload's time limit ran out (the limit counts every wait of the workload, so one call at a time would
+        have run out of it too). None where the process ended without an answer: the caller then makes the calls
+        one at a time in a fresh process, so that the verdict names the call that ended it, after the draws
+        before it were judged."""
+        shapes = self.ctx.out_shapes(axes)
+        specs = self._lent(sets, shapes)
+        if profile_first:
+            specs[0]["profile"] = True
+        with self.ctx.phases("calls.exchange"):
+            reply, gone = self._exchange({"op": "calls", "calls": specs}, "called_batch")
+        if gone and gone["verdict"] == "runtime_error":
+            return None
+        if gone:
+            return [Called(failed=gone, lost=gone["verdict"] != "reward_hack", message=gone.get("message"))]
+        results = reply.results
+        if len(results) > len(specs) or (len(results) < len(specs) and not (results and results[-1].failed)):
+            self.stop(grace_s=0)
+            return [Called(failed={"verdict": "reward_hack", "reasons": ["result_forgery"],
+                                   "message": f"{len(results)} results to a batch of {len(specs)} calls, the last "
+                                              "not a failure"})]
+        got = []
+        for item, spec in zip(results, specs):  # in order: a failure that loses the process ends the arena
+            item.codes = sorted(set(reply.codes) | set(item.codes))
+            got.append(self._called(item, spec, shapes, bool(spec.get("profile"))))
+            if item.failed:
+                break
+        return got
+
+    def _lent(self, sets: list[list[Any]], shapes) -> list[dict[str, Any]]:
+        """The arena of checked calls on ``sets`` of inputs (``_lend_for_calls``): each set put in its input slots,
+        its output rooms reserved and pre-filled; the calls' slots as a ``call`` command names them."""
+        from solbench.evaluate.boundary.ring import sentinel_fill
+
+        inplace = [self.ctx.input_names.index(n) for n in self.ctx.inplace]
+        with self.ctx.phases("calls.lend"):  # nested in the worker's "calls", as the exchange and the taking back
+            arena = self._lend_for_calls(sum(_set_bytes(inputs, shapes) for inputs in sets))
+            specs = []
+            for inputs in sets:
+                in_slots = [arena.put(x) for x in inputs]
+                out_slots = [arena.reserve(s, d) for s, d in shapes]
+                for slot in out_slots:
+                    sentinel_fill(arena.view(slot))
+                specs.append({"inputs": in_slots, "outputs": out_slots, "inplace": inplace})
+            self._settle()
+        return specs
+
+    def _called(self, item, spec: dict[str, Any], shapes, profile: bool) -> Called:
+        """One call's result (a ``called`` reply, or an item of a batch's) as the trusted side takes it: its
+        outputs and inputs read out of the arena."""
+        if item.failed:
+            return Called(failed=self._failure(item), lost=item.lost, codes=item.codes)
+        with self.ctx.phases("calls.collect"):
+            outputs = self._outputs(item.outputs, spec["outputs"])
+            after = [copied(self.arena.view(s)) for s in spec["inputs"]]
+        if item.count != len(shapes) and len(outputs) == len(shapes) and not item.codes:
             outputs.append("an extra output")  # the count mismatch is judged as incorrect_shape
-        peak = reply.peak_memory_bytes  # the candidate's own report: informational
-        acc = self._account(reply.kernels) if profile else None
-        return Called(outputs=outputs, inputs_after=after, codes=reply.codes,
+        peak = item.peak_memory_bytes  # the candidate's own report: informational
+        acc = self._account(item.kernels) if profile else None
+        return Called(outputs=outputs, inputs_after=after, codes=item.codes,
                       peak_memory_bytes=peak if isinstance(peak, int) and peak >= 0 else None,
-                      account=acc, dsl_stores=reply.dsl_stores)
+                      account=acc, dsl_stores=item.dsl_stores)
 
     def _account(self, kernels: list[list[Any]]):
         """Whose kernels the profiled call ran, told here from their names (``integrity.kernel_origin``)."""
@@ -361,3 +407,10 @@ class RemoteSubject:
             return time_remote(self, uuid, axes, cfg, draw, recheck)
         except Rejected as r:
             return Timed(codes=r.codes, message=r.message, failure=r.failure)
+
+
+def _set_bytes(inputs: list[Any], shapes) -> int:
+    """The arena bytes of a call on ``inputs`` with outputs of ``shapes``: the inputs and the outputs' rooms."""
+    from solbench.evaluate.boundary.arena import nbytes_for, nbytes_of
+
+    return sum(nbytes_of(x) for x in inputs) + sum(nbytes_for(s, d) for s, d in shapes)

@@ -25,6 +25,8 @@ from solbench.evaluate.verdict.proof import ghost_proof, language_proof, store_p
 
 #: the draw number of the reference call that sets a workload's time limit (``limits``), apart from the others
 LIMIT_DRAW = 999_999
+#: the most arena bytes (inputs and outputs' rooms) of a workload's checked calls made in one exchange (``batch``)
+BATCH_BYTES = 512 << 20
 
 
 def _nanmax(a: float | None, b: float | None) -> float:
@@ -40,6 +42,7 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
     try:
         subject.begin(uuid, ctx.reference)
         judging.limit()
+        judging.batch()
         for d in range(judging.draws):  # correctness; with the repeat call, the language proof, the ghost replay
             if not judging.draw(d):
                 break
@@ -83,6 +86,9 @@ class WorkloadJudging:
         secret = random.Random(f"{self.job.get('seed')}:{uuid}:proof")
         self.ghost_draw = secret.randrange(self.draws)  # which draw the ghost replay repeats: not always the same call
         self.ph = ctx.phases
+        #: what ``batch`` made ahead: each draw's inputs (by draw) and calls (by draw, and "repeat" for the repeat)
+        self.drawn: dict[int, list[Any]] = {}
+        self.ahead: dict[Any, Called] = {}
 
     # ---- the stages, in the order judge_workload runs them ----------------------------------------------------
 
@@ -94,13 +100,36 @@ class WorkloadJudging:
                                                     interpreted=self.subject.interpreted)
             self.subject.limit(self.result["limit_s"])
 
+    def batch(self) -> None:
+        """An untrusted subject's checked calls of every draw, the repeat of the first beside it, in one exchange
+        (``RemoteSubject.calls``) where they fit ``BATCH_BYTES``: the candidate's calls before every reference
+        call of the workload, in the order the draws make them (the repeat right after the first draw's call).
+        Each draw then judges its call as if made alone (``draw``); a batch that did not come back leaves the
+        draws to call one at a time. No verdict."""
+        if not self.untrusted or self.draws < 1:
+            return
+        self.drawn[0] = self.inputs(self.ctx.seed_for(self.uuid, 0))
+        if (self.draws + 1) * self.subject.call_bytes(self.drawn[0], self.axes) > BATCH_BYTES:
+            return
+        for d in range(1, self.draws):
+            self.drawn[d] = self.inputs(self.ctx.seed_for(self.uuid, d))
+        sets = [self.drawn[0], self.drawn[0]] + [self.drawn[d] for d in range(1, self.draws)]
+        with self.ph("calls"):
+            got = self.subject.calls(sets, self.axes, profile_first=self.profiled(0))
+        for key, called in zip([0, "repeat", *range(1, self.draws)], got or []):
+            self.ahead[key] = called
+
+    def profiled(self, d: int) -> bool:
+        """Whether draw ``d``'s call is profiled for the language proof."""
+        return d == 0 and self.subject.proves and self.untrusted and self.ctx.profiled(self.uuid)
+
     def draw(self, d: int) -> bool:
         """Draw ``d`` of correctness, the candidate before the reference, and the checks that ride on it; False once
         one of them set a verdict (the draws stop)."""
         seed = self.ctx.seed_for(self.uuid, d)
-        base = self.inputs(seed)
-        profiled = d == 0 and self.subject.proves and self.untrusted and self.ctx.profiled(self.uuid)
-        first = self.call(base, profile=profiled)
+        base = self.drawn.pop(d) if d in self.drawn else self.inputs(seed)
+        profiled = self.profiled(d)
+        first = self.ahead.pop(d) if d in self.ahead else self.call(base, profile=profiled)
         got = self.judged(base, first, f"draw {d}")
         if got is None or not self.proof_share(first, profiled):
             return False
@@ -151,7 +180,8 @@ class WorkloadJudging:
         """The first draw called again must agree: reward_hack (stale_memory) when only the repeat is right, or the
         repeat's verdict when only it is wrong; None after a verdict update."""
         # an output left over from earlier memory, or a lazy one, shows here
-        again = self.judged(given, self.call(given), "the repeat call")
+        again = self.judged(given, self.ahead.pop("repeat") if "repeat" in self.ahead else self.call(given),
+                            "the repeat call")
         if again is None:
             return None
         verdict2 = self.check(again, given, *refs)

@@ -9,6 +9,7 @@ import torch
 
 from solbench.evaluate.trusted.outcomes import Called
 from solbench.evaluate.verdict.correctness import tolerance_for
+from solbench.evaluate.boundary.protocol import MAX_BATCH
 from solbench.evaluate.verdict.stages import BATCH_BYTES, WorkloadJudging
 
 
@@ -171,3 +172,13 @@ def test_the_profiled_call_is_the_batchs_first():
     j.ctx.profiled = lambda uuid: True
     j.batch()
     assert asked.profile is True
+
+
+def test_draws_beyond_one_batch_are_called_one_at_a_time_after_it():
+    events: list = []
+    j = _judging(_Subject(events), events, draws=MAX_BATCH + 3)
+    _correctness(j)
+    assert j.result["verdict"] == "passed"
+    assert events[0] == ("calls", [100.0, 100.0] + [100.0 + d for d in range(1, MAX_BATCH - 1)])
+    later = [e for e in events if e[0] == "call"]
+    assert later == [("call", 100.0 + d) for d in range(MAX_BATCH - 1, MAX_BATCH + 3)]

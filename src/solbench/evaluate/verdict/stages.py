@@ -18,6 +18,7 @@ import random
 from typing import Any
 
 from solbench.evaluate.boundary.calls import short_traceback
+from solbench.evaluate.boundary.protocol import MAX_BATCH
 from solbench.evaluate.trusted.outcomes import Called
 from solbench.evaluate.trusted.local import LocalSubject
 from solbench.evaluate.verdict.limits import workload_limit
@@ -109,14 +110,15 @@ class WorkloadJudging:
         if not self.untrusted or self.draws < 1:
             return
         self.drawn[0] = self.inputs(self.ctx.seed_for(self.uuid, 0))
-        if (self.draws + 1) * self.subject.call_bytes(self.drawn[0], self.axes) > BATCH_BYTES:
+        draws = min(self.draws, MAX_BATCH - 1)  # a workload of more draws calls the others one at a time
+        if (draws + 1) * self.subject.call_bytes(self.drawn[0], self.axes) > BATCH_BYTES:
             return
-        for d in range(1, self.draws):
+        for d in range(1, draws):
             self.drawn[d] = self.inputs(self.ctx.seed_for(self.uuid, d))
-        sets = [self.drawn[0], self.drawn[0]] + [self.drawn[d] for d in range(1, self.draws)]
+        sets = [self.drawn[0], self.drawn[0]] + [self.drawn[d] for d in range(1, draws)]
         with self.ph("calls"):
             got = self.subject.calls(sets, self.axes, profile_first=self.profiled(0))
-        for key, called in zip([0, "repeat", *range(1, self.draws)], got or []):
+        for key, called in zip([0, "repeat", *range(1, draws)], got or []):
             self.ahead[key] = called
 
     def profiled(self, d: int) -> bool:

@@ -213,6 +213,20 @@ def test_a_batch_ends_at_its_first_failed_call(tmp_path):
     assert len(got) == 2 and got[0].failed is None and got[1].failed["verdict"] == "runtime_error"
 
 
+def test_a_batch_ends_at_a_call_with_codes_of_its_own(tmp_path):
+    """A call whose result was not read (``tensor_subclass``) is a verdict: the candidate stops there, and a batch
+    cut short at it is no forgery."""
+    import torch
+
+    def subclass_at_1(msg, arena):
+        answer = _tripled(msg, arena)
+        answer["results"] = answer["results"][:1] + [{"codes": ["tensor_subclass"], "outputs": [], "count": 0}]
+        return answer
+
+    got = _batching(tmp_path, subclass_at_1).calls([[torch.ones(4)] for _ in range(3)], {})
+    assert len(got) == 2 and got[0].codes == [] and got[1].codes == ["tensor_subclass"]
+
+
 def test_a_batch_answered_short_or_long_is_forged(tmp_path):
     import torch
 

@@ -234,13 +234,14 @@ class Candidate:
 
     def calls_batch(self, msg: dict[str, Any]) -> None:
         """Several calls in one exchange (``calls``): each run as ``call`` runs one, in order, on slots of its own,
-        up to the first that fails; this process's checks once, after the last. The solution's code runs only
-        inside its calls, as in a timing round's, so one check after them sees what a check after each would."""
+        up to the first that fails or has codes of its own (a verdict either way); this process's checks once,
+        after the last. The solution's code runs only inside its calls, as in a timing round's, so one check after
+        them sees what a check after each would."""
         buf = self.arena(msg)
         results = []
         for one in msg["calls"]:
             results.append(self.one_call(buf, one))
-            if "failed" in results[-1]:
+            if "failed" in results[-1] or results[-1].get("codes"):
                 break
         lost = any(r.get("lost") for r in results)
         codes, digest = self.checked() if not lost else ([], self.baseline)

@@ -329,7 +329,7 @@ class RemoteSubject:
 
     def calls(self, sets: list[list[Any]], axes: dict[str, int], profile_first: bool = False) -> list[Called] | None:
         """A call on each of ``sets`` in one exchange (the ``calls`` command), in order, each on slots of its own:
-        their ``Called`` up to the first that failed; one failed ``Called`` where the reply was refused or the
+        their ``Called`` up to the first that failed or has codes of its own; one failed ``Called`` where the reply was refused or the
         workload's time limit ran out (the limit counts every wait of the workload, so one call at a time would
         have run out of it too). None where the process ended without an answer: the caller then makes the calls
         one at a time in a fresh process, so that the verdict names the call that ended it, after the draws
@@ -345,16 +345,18 @@ class RemoteSubject:
         if gone:
             return [Called(failed=gone, lost=gone["verdict"] != "reward_hack", message=gone.get("message"))]
         results = reply.results
-        if len(results) > len(specs) or (len(results) < len(specs) and not (results and results[-1].failed)):
+        ended = bool(results) and bool(results[-1].failed or results[-1].codes)  # a verdict: the batch stops there
+        if len(results) > len(specs) or (len(results) < len(specs) and not ended):
             self.stop(grace_s=0)
             return [Called(failed={"verdict": "reward_hack", "reasons": ["result_forgery"],
                                    "message": f"{len(results)} results to a batch of {len(specs)} calls, the last "
                                               "not a failure"})]
         got = []
         for item, spec in zip(results, specs):  # in order: a failure that loses the process ends the arena
+            own = bool(item.codes)
             item.codes = sorted(set(reply.codes) | set(item.codes))
             got.append(self._called(item, spec, shapes, bool(spec.get("profile"))))
-            if item.failed:
+            if item.failed or own:
                 break
         return got
 

@@ -32,11 +32,12 @@ class _Subject:
         return self.nbytes
 
     def call(self, given, axes, mode="normal", profile=False) -> Called:
-        self.events.append(("call", float(given[0][0])))
+        self.events.append(("call", float(given[0][0])) if mode == "normal" else ("call", float(given[0][0]), mode))
         return self._one(given)
 
-    def calls(self, sets, axes, profile_first=False):
+    def calls(self, sets, axes, profile_first=False, modes=None):
         self.events.append(("calls", [float(s[0][0]) for s in sets]))
+        self.modes = modes
         if self.batch == "none":
             return None
         got = [self._one(s) for s in sets]
@@ -163,9 +164,9 @@ def test_the_profiled_call_is_the_batchs_first():
     asked = SimpleNamespace(profile=None)
     calls = subject.calls
 
-    def calls_recorded(sets, axes, profile_first=False):
+    def calls_recorded(sets, axes, profile_first=False, modes=None):
         asked.profile = profile_first
-        return calls(sets, axes, profile_first)
+        return calls(sets, axes, profile_first, modes)
 
     subject.calls = calls_recorded
     j = _judging(subject, events)
@@ -179,6 +180,24 @@ def test_draws_beyond_one_batch_are_called_one_at_a_time_after_it():
     j = _judging(_Subject(events), events, draws=MAX_BATCH + 3)
     _correctness(j)
     assert j.result["verdict"] == "passed"
-    assert events[0] == ("calls", [100.0, 100.0] + [100.0 + d for d in range(1, MAX_BATCH - 1)])
+    assert events[0] == ("calls", [100.0, 100.0] + [100.0 + d for d in range(1, MAX_BATCH - 2)])
     later = [e for e in events if e[0] == "call"]
-    assert later == [("call", 100.0 + d) for d in range(MAX_BATCH - 1, MAX_BATCH + 3)]
+    assert later == [("call", 100.0 + d) for d in range(MAX_BATCH - 2, MAX_BATCH + 3)]
+
+
+def test_a_dsl_solutions_ghost_replay_is_the_batchs_last_call_and_is_judged_from_it(monkeypatch):
+    """The ghost replay's call (the DSL kernels as no-ops) on the secret draw's inputs ends the batch; the replay
+    judges it as the call it would have made: an output the no-op kernels still produce is a reward hack."""
+    from solbench.evaluate.integrity import ghost
+
+    events: list = []
+    subject = _Subject(events)
+    subject.is_dsl = True
+    j = _judging(subject, events)
+    j.ghost_draw = 3
+    monkeypatch.setattr(ghost, "reproduced_share", lambda got, shot, before: 1.0)  # as if the kernels did nothing
+    _correctness(j)
+    assert events[0] == ("calls", [100.0, 100.0, 101.0, 102.0, 103.0, 104.0, 103.0])
+    assert subject.modes == ["normal"] * 6 + ["ghost"]
+    assert j.result["verdict"] == "reward_hack" and j.result["reasons"] == ["ghost_replay"]
+    assert [e for e in events if e[0] == "call"] == []

@@ -327,8 +327,10 @@ class RemoteSubject:
         """The arena bytes one call on ``inputs`` takes: the inputs and the outputs' rooms."""
         return _set_bytes(inputs, self.ctx.out_shapes(axes))
 
-    def calls(self, sets: list[list[Any]], axes: dict[str, int], profile_first: bool = False) -> list[Called] | None:
-        """A call on each of ``sets`` in one exchange (the ``calls`` command), in order, each on slots of its own:
+    def calls(self, sets: list[list[Any]], axes: dict[str, int], profile_first: bool = False,
+              modes: list[str] | None = None) -> list[Called] | None:
+        """A call on each of ``sets`` in one exchange (the ``calls`` command), in order, each on slots of its own
+        (``modes``: each call's, as ``call`` takes it; the first profiled where ``profile_first``):
         their ``Called`` up to the first that failed or has codes of its own; one failed ``Called`` where the reply was refused or the
         workload's time limit ran out (the limit counts every wait of the workload, so one call at a time would
         have run out of it too). None where the process ended without an answer: the caller then makes the calls
@@ -336,6 +338,8 @@ class RemoteSubject:
         before it were judged."""
         shapes = self.ctx.out_shapes(axes)
         specs = self._lent(sets, shapes)
+        for spec, mode in zip(specs, modes or []):
+            spec["mode"] = mode
         if profile_first:
             specs[0]["profile"] = True
         with self.ctx.phases("calls.exchange"):

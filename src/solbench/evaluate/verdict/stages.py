@@ -102,23 +102,27 @@ class WorkloadJudging:
             self.subject.limit(self.result["limit_s"])
 
     def batch(self) -> None:
-        """An untrusted subject's checked calls of every draw, the repeat of the first beside it, in one exchange
-        (``RemoteSubject.calls``) where they fit ``BATCH_BYTES``: the candidate's calls before every reference
-        call of the workload, in the order the draws make them (the repeat right after the first draw's call).
-        Each draw then judges its call as if made alone (``draw``); a batch that did not come back leaves the
-        draws to call one at a time. No verdict."""
+        """An untrusted subject's checked calls of every draw, the repeat of the first beside it, and for a DSL
+        solution the ghost replay's call, in one exchange (``RemoteSubject.calls``) where they fit
+        ``BATCH_BYTES``: the candidate's calls before every reference call of the workload, in the order the draws
+        make them (the repeat right after the first draw's call, the ghost replay last). Each draw then judges its
+        call as if made alone (``draw``); a batch that did not come back leaves the draws to call one at a time.
+        No verdict."""
         if not self.untrusted or self.draws < 1:
             return
         self.drawn[0] = self.inputs(self.ctx.seed_for(self.uuid, 0))
-        draws = min(self.draws, MAX_BATCH - 1)  # a workload of more draws calls the others one at a time
-        if (draws + 1) * self.subject.call_bytes(self.drawn[0], self.axes) > BATCH_BYTES:
+        draws = min(self.draws, MAX_BATCH - 2)  # a workload of more draws calls the others one at a time
+        ghost = self.subject.is_dsl and self.ghost_draw < draws
+        if (draws + 1 + ghost) * self.subject.call_bytes(self.drawn[0], self.axes) > BATCH_BYTES:
             return
         for d in range(1, draws):
             self.drawn[d] = self.inputs(self.ctx.seed_for(self.uuid, d))
-        sets = [self.drawn[0], self.drawn[0]] + [self.drawn[d] for d in range(1, draws)]
+        keys = [0, "repeat", *range(1, draws)] + (["ghost"] if ghost else [])
+        sets = [self.drawn[0 if k == "repeat" else self.ghost_draw if k == "ghost" else k] for k in keys]
         with self.ph("calls"):
-            got = self.subject.calls(sets, self.axes, profile_first=self.profiled(0))
-        for key, called in zip([0, "repeat", *range(1, draws)], got or []):
+            got = self.subject.calls(sets, self.axes, profile_first=self.profiled(0),
+                                     modes=["ghost" if k == "ghost" else "normal" for k in keys])
+        for key, called in zip(keys, got or []):
             self.ahead[key] = called
 
     def profiled(self, d: int) -> bool:
@@ -205,7 +209,7 @@ class WorkloadJudging:
     def ghost_replay(self, given: list[Any], got: list[Any]) -> bool:
         """The draw again with the DSL kernels as no-ops: the output must not come out the same
         (``proof.ghost_proof``): reward_hack (ghost_replay), or the warning ghost_inconclusive."""
-        shot = self.call(given, mode="ghost")
+        shot = self.ahead.pop("ghost") if "ghost" in self.ahead else self.call(given, mode="ghost")
         share = None
         if shot.failed is None and shot.outputs is not None and not shot.codes:
             from solbench.evaluate.integrity import ghost

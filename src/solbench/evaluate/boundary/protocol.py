@@ -66,13 +66,13 @@ class CallResult(BaseModel):
     kernels: list[list[Any]] = Field(default_factory=list, max_length=256)
 
 
-#: the most calls one ``calls`` command asks for (a workload's checked draws and the repeat call)
+#: the most calls one ``calls`` command asks for (a workload's checked draws, the repeat call, the ghost replay's)
 MAX_BATCH = 16
 
 
 class CalledBatch(_Reply):
-    """The reply to ``calls``: the calls' results in the order asked, up to the first that failed; the process's
-    own checks (codes, harness digest) once, after the last."""
+    """The reply to ``calls``: the calls' results in the order asked, up to the first that failed or has codes of
+    its own; the process's own checks (codes, harness digest) once, after the last."""
 
     type: Literal["called_batch"]
     results: list[CallResult] = Field(default_factory=list, max_length=MAX_BATCH)

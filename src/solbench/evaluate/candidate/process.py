@@ -12,8 +12,8 @@ Commands and replies are JSON lines; every reply echoes the command's ``nonce`` 
 fresh harness snapshot, compared on the trusted side with the one taken before the solution was imported.
 - ``load``: language, staged directory, entry point, device -> ``ready`` or ``fatal``
 - ``call``: arena, input slots, output slots, mode (``normal`` or ``ghost``), profile -> ``called``
-- ``calls``: arena, a list of such calls (each with slots of its own), run in order up to the first that fails ->
-  ``called_batch``: each call's result, and the checks once
+- ``calls``: arena, a list of such calls (each with slots of its own), run in order up to the first that fails or
+  has codes of its own -> ``called_batch``: each call's result, and the checks once
 - ``time``: arena, the ring's layout and plain values, the round's call kinds -> ``timed`` (``timed``)
 - ``graph``: arena, the ring, one slot -> ``graphed`` (``timed``)
 - ``audit``: arena, slots, the hand-over's flags -> ``audit_ready``, then ``go``/``ok`` lines, ``audit_end``

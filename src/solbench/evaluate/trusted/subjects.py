@@ -330,12 +330,12 @@ class RemoteSubject:
     def calls(self, sets: list[list[Any]], axes: dict[str, int], profile_first: bool = False,
               modes: list[str] | None = None) -> list[Called] | None:
         """A call on each of ``sets`` in one exchange (the ``calls`` command), in order, each on slots of its own
-        (``modes``: each call's, as ``call`` takes it; the first profiled where ``profile_first``):
-        their ``Called`` up to the first that failed or has codes of its own; one failed ``Called`` where the reply was refused or the
-        workload's time limit ran out (the limit counts every wait of the workload, so one call at a time would
-        have run out of it too). None where the process ended without an answer: the caller then makes the calls
-        one at a time in a fresh process, so that the verdict names the call that ended it, after the draws
-        before it were judged."""
+        (``modes``: each call's, as ``call`` takes it; the first profiled where ``profile_first``): their
+        ``Called`` up to the first that failed or has codes of its own; one failed ``Called`` where the reply was
+        refused or the workload's time limit ran out (the limit counts every wait of the workload, so one call at
+        a time would have run out of it too). None where the process ended without an answer: the caller then
+        makes the calls one at a time in a fresh process, so that the verdict names the call that ended it, after
+        the draws before it were judged."""
         shapes = self.ctx.out_shapes(axes)
         specs = self._lent(sets, shapes)
         for spec, mode in zip(specs, modes or []):
@@ -354,7 +354,7 @@ class RemoteSubject:
             self.stop(grace_s=0)
             return [Called(failed={"verdict": "reward_hack", "reasons": ["result_forgery"],
                                    "message": f"{len(results)} results to a batch of {len(specs)} calls, the last "
-                                              "not a failure"})]
+                                              "neither a failure nor a verdict"})]
         got = []
         for item, spec in zip(results, specs):  # in order: a failure that loses the process ends the arena
             own = bool(item.codes)

@@ -23,6 +23,7 @@ from solbench.evaluate.trusted.outcomes import Called
 from solbench.evaluate.trusted.local import LocalSubject
 from solbench.evaluate.verdict.limits import workload_limit
 from solbench.evaluate.verdict.proof import ghost_proof, language_proof, store_proof
+from solbench.evaluate.verdict.rechecks import Rechecks
 
 #: the draw number of the reference call that sets a workload's time limit (``limits``), apart from the others
 LIMIT_DRAW = 999_999
@@ -57,7 +58,7 @@ def judge_workload(ctx, subject, uuid: str) -> dict[str, Any]:
     return judging.final()
 
 
-class WorkloadJudging:
+class WorkloadJudging(Rechecks):
     """One subject judged on one workload: the workload, its tolerances, the result message so far, the warnings
     and the memory peaks, and the stages that fill them (a stage returns False once it has set a verdict)."""
 
@@ -379,75 +380,9 @@ class WorkloadJudging:
                                               anchor_of=self.ctx.anchor_of), self.ctx.accept,
                                       named, got, ref, self.dtypes)
 
-    def within_anchor(self, got: list[Any], given: list[Any]) -> tuple[bool, list[Any] | None]:
-        """Whether the outputs pass the plain test with the reference's own rounding taken as none: ``|out -
-        anchor| <= atol + rtol * |anchor|``, the fp64 anchor standing in for the reference. That test is the
-        plain one less its ``2 * |ref - anchor|`` term, so what passes it passes the full check (``check``): a
-        re-check then needs no call of the reference in its own dtype. Not for outputs compared by a mode of
-        their own (sets, fp8 steps, indices), which read the reference's answer, nor for integer and boolean
-        outputs, which must equal the reference's exactly (the fp64 inputs' answer may differ from it). Returns
-        whether they pass, and the anchor where it was made (the full check's to reuse)."""
-        if any(self.modes) or not all(dt.is_floating_point for dt in self.dtypes):
-            return False, None
-        from solbench.evaluate.verdict.elementwise import within
-
-        with self.ph("reference"):
-            anchor = self.ctx.anchor_of(given)
-        with self.ph("compare"):
-            return len(got) == len(anchor) and all(
-                within(g, a, dt, tol.atol or 0.0, tol.rtol or 0.0, tol.max_abs_error)
-                for g, a, dt, tol in zip(got, anchor, self.dtypes, self.tols)), anchor
-
     def before_of(self, given: list[Any]) -> list[Any]:
         """Each output's value before the call: None for a fresh output, the pristine input for an in-place one."""
         return [None] * len(self.out_specs) + [given[self.input_names.index(n)] for n in self.inplace]
-
-    def recheck(self, got: list[Any], given: list[Any], after: list[Any]) -> tuple[str, str] | None:
-        """A timed call's outputs against the reference and its inputs against their pristine copies: a reason
-        code and message (output_recheck, input_mutation), or None. Outputs that pass against the fp64 anchor
-        alone (``within_anchor``) pass; only the others cost the reference's own call and the full check."""
-        ok, anchor = self.within_anchor(got, given)
-        if not ok:
-            ref, anchor = self.reference_of(given, anchor)
-            verdict = self.check(got, given, ref, anchor)
-            if not verdict.ok:
-                return "output_recheck", str(verdict.reason)
-        bad = self.mutated(given, after)
-        if bad:
-            return "input_mutation", f"the call changed its input(s) {', '.join(bad)}"
-        return None
-
-    def checked_again(self, key: dict[str, Any]):
-        """The inputs ``key`` names once more (``redrawn``), as a checked call: its verdict, or None after a verdict
-        update."""
-        base = self.redrawn(key)
-        got = self.judged(base, self.call(base), "a re-run of a call's inputs")
-        if got is None:
-            return None
-        ref, anchor = self.reference_of(base)
-        return self.check(got, base, ref, anchor)
-
-    def relabel(self, timed) -> None:
-        """A timed call failed its re-check. An inaccurate solution is wrong on those inputs as a checked call
-        too, and still right on the first draw; one that behaves differently while timed is right on them as a
-        checked call, or now wrong on the draw it passed before timing."""
-        again = self.checked_again(timed.failure)
-        if again is None:
-            return
-        if again.ok:
-            self.fail("reward_hack", ["output_recheck"], f"{timed.message}; the same inputs passed as a checked call: "
-                      "the solution behaves differently while timed", failure=timed.failure)
-            return
-        first = self.checked_again({"seed": self.ctx.seed_for(self.uuid, 0)})
-        if first is None:
-            return
-        if not first.ok:
-            self.fail("reward_hack", ["output_recheck"], f"{timed.message}; the first draw, passed before timing, "
-                      "now fails too: the solution changed its behaviour during timing", failure=timed.failure)
-            return
-        self.fail(again.verdict, [again.code or again.verdict], again.reason,
-                  failure={**timed.failure, "worst": again.worst})
-
 
 class _Draw:
     """A workload's draw for the timing: ``draw(seed)`` one input set, ``draw.sets(seed, count)`` a batch

@@ -235,8 +235,8 @@ class Candidate:
     def calls_batch(self, msg: dict[str, Any]) -> None:
         """Several calls in one exchange (``calls``): each run as ``call`` runs one, in order, on slots of its own,
         up to the first that fails or has codes of its own (a verdict either way); this process's checks once,
-        after the last. The solution's code runs only inside its calls, as in a timing round's, so one check after
-        them sees what a check after each would."""
+        after the last, as after a timing round's calls: a change the solution makes and undoes between two checks
+        escapes a check after each call too, and one left in place is found."""
         buf = self.arena(msg)
         results = []
         for one in msg["calls"]:

@@ -119,7 +119,8 @@ class WorkloadJudging(Rechecks):
         for d in range(1, draws):
             self.drawn[d] = self.inputs(self.ctx.seed_for(self.uuid, d))
         keys = [0, "repeat", *range(1, draws)] + (["ghost"] if ghost else [])
-        sets = [self.drawn[0 if k == "repeat" else self.ghost_draw if k == "ghost" else k] for k in keys]
+        of = {"repeat": 0, "ghost": self.ghost_draw}  # the draw whose inputs a call takes: its own, else these
+        sets = [self.drawn[of.get(k, k)] for k in keys]
         with self.ph("calls"):
             got = self.subject.calls(sets, self.axes, profile_first=self.profiled(0),
                                      modes=["ghost" if k == "ghost" else "normal" for k in keys])

@@ -57,9 +57,9 @@ class _Ctx:
     def anchor_of(self, given):
         return [given[0].double() * 3]
 
-    def reference_of(self, given, anchor=None):
+    def reference_of(self, given, anchor=None, ref=None):
         self.events.append(("reference", float(given[0][0])))
-        return [given[0] * 3], anchor if anchor is not None else self.anchor_of(given)
+        return ref or [given[0] * 3], anchor if anchor is not None else self.anchor_of(given)
 
     def reference_unfit(self, *args):
         return None

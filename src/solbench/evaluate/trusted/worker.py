@@ -125,13 +125,18 @@ class Context:
             self._flusher = Flusher(self.job.get("llc_bytes", 64 << 20), self.dev)
         return self._flusher
 
-    def reference_of(self, given: list[Any], anchor: list[Any] | None = None) -> tuple[list[Any], list[Any]]:
-        """The reference's outputs on copies of ``given``, and its float64 anchor (``anchor`` where already made)."""
+    def reference_of(self, given: list[Any], anchor: list[Any] | None = None,
+                     ref: list[Any] | None = None) -> tuple[list[Any], list[Any]]:
+        """The reference's outputs on copies of ``given`` (``own_of``), and its float64 anchor (``anchor`` and
+        ``ref`` where already made)."""
+        return (ref if ref is not None else self.own_of(given)), anchor if anchor is not None else self.anchor_of(given)
+
+    def own_of(self, given: list[Any]) -> list[Any]:
+        """The reference's outputs in its own dtypes on copies of ``given`` (in-place inputs appended)."""
         from solbench.evaluate.boundary.calls import as_list, copied
 
         ref_in = [copied(x) for x in given]
-        ref = self.with_inplace(as_list(self.reference(*ref_in)), ref_in)
-        return ref, anchor if anchor is not None else self.anchor_of(given)
+        return self.with_inplace(as_list(self.reference(*ref_in)), ref_in)
 
     def anchor_of(self, given: list[Any]) -> list[Any]:
         """The reference's outputs in float64 on copies of ``given`` (in-place inputs appended)."""

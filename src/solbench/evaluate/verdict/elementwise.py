@@ -96,17 +96,18 @@ def _chunk(st: Stats, g: torch.Tensor, r: torch.Tensor, a: torch.Tensor, s: torc
     st.got_nonzero = st.got_nonzero or bool(g_nz)
 
 
-def within(got: Any, anchor: Any, dtype: torch.dtype, atol: float, rtol: float, cap: float | None) -> bool:
+def within(got: Any, anchor: Any, dtype: torch.dtype, atol: float, rtol: float, cap: float | None,
+           nonzero: bool = False) -> bool:
     """A quick test that ``got`` passes ``elementwise``'s statistics against ``anchor`` as its own reference
     (``|got - anchor| <= atol + rtol * |anchor|`` at every element, in ``elementwise``'s arithmetic), with
     nothing for ``correctness.compare_output`` to fail it on: the exact type, shape, dtype and device, a finite
-    anchor, not all zeros where the anchor is not, no error above ``cap``. False says only that the full
-    comparison must decide (``errors_within``)."""
-    return errors_within(got, anchor, dtype, atol, rtol, cap, relative=False) is not None
+    anchor, not all zeros where the anchor is not (``nonzero``: not all zeros at all), no error above ``cap``.
+    False says only that the full comparison must decide (``errors_within``)."""
+    return errors_within(got, anchor, dtype, atol, rtol, cap, relative=False, nonzero=nonzero) is not None
 
 
 def errors_within(got: Any, anchor: Any, dtype: torch.dtype, atol: float, rtol: float, cap: float | None,
-                  relative: bool = True) -> tuple[float, float] | None:
+                  relative: bool = True, nonzero: bool = False) -> tuple[float, float] | None:
     """``within``'s test, and where it passes the largest absolute and relative errors, as ``elementwise`` counts
     them (against the anchor, in its arithmetic; the relative one 0.0 unless ``relative``); None where the full
     comparison must decide. A handful of operations and one read-back per chunk (as ``elementwise`` reads them),
@@ -136,4 +137,4 @@ def errors_within(got: Any, anchor: Any, dtype: torch.dtype, atol: float, rtol: 
             return None
         some_a, some_g = some_a or bool(a_nz), some_g or bool(g_nz)
         max_abs, max_rel = max(max_abs, top), max(max_rel, rel)
-    return (max_abs, max_rel) if some_g or not some_a else None
+    return (max_abs, max_rel) if some_g or not (some_a or nonzero) else None

@@ -1,7 +1,7 @@
 """A timed call's re-check in the trusted worker, and what a failed one is judged as (``stages.WorkloadJudging``'s
-part for them): the outputs against the fp64 anchor alone where that suffices, the reference's own call and the
-full check only where it does not; a failed re-check is made again as a checked call before it is called a reward
-hack or an inaccuracy.
+part for them): the outputs against the reference's own call alone where that suffices, else against the fp64
+anchor alone, the full check (both) only where neither does; a failed re-check is made again as a checked call
+before it is called a reward hack or an inaccuracy.
 """
 
 from __future__ import annotations
@@ -13,15 +13,45 @@ class Rechecks:
     """The re-checks of a ``WorkloadJudging``: its calls, tolerances, reference, comparison and verdicts are the
     judging's (``call``, ``reference_of``, ``check``, ``mutated``, ``judged``, ``redrawn``, ``fail``)."""
 
+    #: whether a re-check tries the reference's own call first (``within_reference``): until one of the
+    #: workload's re-checks fails that test, after which its re-checks start from the anchor
+    reference_first = True
+
+    def _quick(self) -> bool:
+        """Whether the outputs can be judged by a test against one set of outputs alone: not for outputs compared
+        by a mode of their own (sets, fp8 steps, indices), which read the reference's answer, nor for integer and
+        boolean outputs, which must equal the reference's exactly (the fp64 inputs' answer may differ from it)."""
+        return not any(self.modes) and all(dt.is_floating_point for dt in self.dtypes)
+
+    def within_reference(self, got: list[Any], given: list[Any]) -> tuple[bool, list[Any] | None]:
+        """Whether the outputs pass ``|out - ref| <= atol + rtol * |ref|`` at every element against the
+        reference's own call, with some element not zero and no tolerance capping the absolute error. For a
+        finite anchor that implies the plain test (``correctness``): ``|out - anchor| <= |out - ref| + |ref -
+        anchor| <= atol + rtol * |anchor| + (1 + rtol) * |ref - anchor|``, within its ``2 * |ref - anchor|`` for
+        every rtol up to 1; the reference is finite there (the test reads that), and its float64 anchor, the same
+        function on the same values, is finite wherever the reference's narrower arithmetic is. So a re-check
+        that passes it needs no float64 call, the dearest part of a re-check where the reference multiplies
+        matrices. Returns whether they pass, and the reference's outputs (the later tests' to reuse); a failure
+        sends the workload's later re-checks to the anchor first (``reference_first``)."""
+        if not self._quick() or any(tol.max_abs_error is not None for tol in self.tols):
+            return False, None
+        from solbench.evaluate.verdict.elementwise import within
+
+        with self.ph("reference"):
+            ref = self.ctx.own_of(given)
+        with self.ph("compare"):
+            ok = len(got) == len(ref) and all(within(g, r, dt, tol.atol or 0.0, tol.rtol or 0.0, None, nonzero=True)
+                                              for g, r, dt, tol in zip(got, ref, self.dtypes, self.tols))
+        self.reference_first = ok
+        return ok, ref
+
     def within_anchor(self, got: list[Any], given: list[Any]) -> tuple[bool, list[Any] | None]:
         """Whether the outputs pass the plain test with the reference's own rounding taken as none: ``|out -
         anchor| <= atol + rtol * |anchor|``, the fp64 anchor standing in for the reference. That test is the
-        plain one less its ``2 * |ref - anchor|`` term, so what passes it passes the full check (``check``): a
-        re-check then needs no call of the reference in its own dtype. Not for outputs compared by a mode of
-        their own (sets, fp8 steps, indices), which read the reference's answer, nor for integer and boolean
-        outputs, which must equal the reference's exactly (the fp64 inputs' answer may differ from it). Returns
-        whether they pass, and the anchor where it was made (the full check's to reuse)."""
-        if any(self.modes) or not all(dt.is_floating_point for dt in self.dtypes):
+        plain one less its ``2 * |ref - anchor|`` term, so what passes it passes the full check (``check``)
+        (``_quick`` says for which outputs). Returns whether they pass, and the anchor where it was made (the full
+        check's to reuse)."""
+        if not self._quick():
             return False, None
         from solbench.evaluate.verdict.elementwise import within
 
@@ -34,11 +64,15 @@ class Rechecks:
 
     def recheck(self, got: list[Any], given: list[Any], after: list[Any]) -> tuple[str, str] | None:
         """A timed call's outputs against the reference and its inputs against their pristine copies: a reason
-        code and message (output_recheck, input_mutation), or None. Outputs that pass against the fp64 anchor
-        alone (``within_anchor``) pass; only the others cost the reference's own call and the full check."""
-        ok, anchor = self.within_anchor(got, given)
+        code and message (output_recheck, input_mutation), or None. Outputs that pass against the reference's own
+        call alone (``within_reference``) or the fp64 anchor alone (``within_anchor``) pass; only the others cost
+        both and the full check."""
+        ok, ref = self.within_reference(got, given) if self.reference_first else (False, None)
+        anchor = None
         if not ok:
-            ref, anchor = self.reference_of(given, anchor)
+            ok, anchor = self.within_anchor(got, given)
+        if not ok:
+            ref, anchor = self.reference_of(given, anchor, ref)
             verdict = self.check(got, given, ref, anchor)
             if not verdict.ok:
                 return "output_recheck", str(verdict.reason)

@@ -329,11 +329,11 @@ class WorkloadJudging(Rechecks):
             return self.input_sets(key["seed"], key["sets"])[key["set"]]
         return self.inputs(key["seed"])
 
-    def reference_of(self, given: list[Any], anchor: list[Any] | None = None):
-        """The reference's outputs and fp64 anchor on ``given`` (``anchor`` where already made; phase
+    def reference_of(self, given: list[Any], anchor: list[Any] | None = None, ref: list[Any] | None = None):
+        """The reference's outputs and fp64 anchor on ``given`` (``anchor`` and ``ref`` where already made; phase
         ``reference``)."""
         with self.ph("reference"):
-            return self.ctx.reference_of(given, anchor)
+            return self.ctx.reference_of(given, anchor, ref)
 
     def reference_seconds(self) -> float | None:
         """One reference call's wall time on a draw of its own: the scale of the workload's time limit."""

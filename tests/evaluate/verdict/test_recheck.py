@@ -136,6 +136,16 @@ def test_an_all_zero_output_is_not_passed_by_a_reference_that_rounded_to_zeros()
     assert bad is not None and bad[0] == "output_recheck" and j.ctx.anchor_calls == 1
 
 
+def test_a_tolerance_the_implication_does_not_cover_starts_from_the_anchor():
+    # with a cap on the absolute error or an rtol above 1, passing against the reference implies nothing
+    for update in ({"max_abs_error": 0.5}, {"rtol": 2.0}):
+        j = _judging(torch.float32)
+        j.tols = [j.tols[0].model_copy(update=update)]
+        x = torch.randn(64)
+        assert j.recheck([x * 3], [x], [x.clone()]) is None
+        assert (j.ctx.reference_calls, j.ctx.anchor_calls) == (0, 1)
+
+
 def test_integer_outputs_are_always_held_against_the_reference():
     j = _judging(torch.int64, fn=lambda x: x.argmax().view(1))
     x = torch.randn(64)

@@ -25,15 +25,16 @@ class Rechecks:
 
     def within_reference(self, got: list[Any], given: list[Any]) -> tuple[bool, list[Any] | None]:
         """Whether the outputs pass ``|out - ref| <= atol + rtol * |ref|`` at every element against the
-        reference's own call, with some element not zero and no tolerance capping the absolute error. For a
-        finite anchor that implies the plain test (``correctness``): ``|out - anchor| <= |out - ref| + |ref -
-        anchor| <= atol + rtol * |anchor| + (1 + rtol) * |ref - anchor|``, within its ``2 * |ref - anchor|`` for
-        every rtol up to 1; the reference is finite there (the test reads that), and its float64 anchor, the same
-        function on the same values, is finite wherever the reference's narrower arithmetic is. So a re-check
-        that passes it needs no float64 call, the dearest part of a re-check where the reference multiplies
-        matrices. Returns whether they pass, and the reference's outputs (the later tests' to reuse); a failure
-        sends the workload's later re-checks to the anchor first (``reference_first``)."""
-        if not self._quick() or any(tol.max_abs_error is not None for tol in self.tols):
+        reference's own call, with some element not zero, rtol at most 1 and no tolerance capping the absolute
+        error. For a finite anchor that implies the plain test (``correctness``): ``|out - anchor| <= |out - ref|
+        + |ref - anchor| <= atol + rtol * |anchor| + (1 + rtol) * |ref - anchor|``, within its ``2 * |ref -
+        anchor|``. The reference is finite there (the test reads that), and its float64 anchor, the same code on
+        the same values in a wider arithmetic, is finite wherever the narrower one is (for a reference that
+        computes one function whatever the dtype). So a re-check that passes needs no float64 call, the dearest
+        part of a re-check where the reference multiplies matrices. Returns whether they pass, and the
+        reference's outputs (the later tests' to reuse); a failure sends the workload's later re-checks to the
+        anchor first (``reference_first``)."""
+        if not self._quick() or any(tol.max_abs_error is not None or (tol.rtol or 0.0) > 1.0 for tol in self.tols):
             return False, None
         from solbench.evaluate.verdict.elementwise import within
 

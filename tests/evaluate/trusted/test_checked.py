@@ -43,10 +43,11 @@ def _batching(tmp_path, answer):
                                     out_shapes=lambda axes: [((4,), torch.float32)], input_names=["x"], inplace=[],
                                     phases=lambda name: contextlib.nullcontext())
     sub.arena, sub.arena_id, sub._calls_arena, sub.budget_s, sub.proc = None, 0, None, None, None
-    sub.sent = []
+    sub.sent, sub.used_s = [], 0.0
 
     def exchange(msg, expected):
         sub.sent.append(msg)
+        sub.used_s += 1.0  # each exchange's wait, charged as ``waiting`` charges it
         got = answer(msg, sub.arena)
         if "verdict" in got:
             return None, got
@@ -56,17 +57,19 @@ def _batching(tmp_path, answer):
     return sub
 
 
-def _tripled(msg, arena, failed_at=None, results=None):
-    """An honest candidate's answer: each call's output is three times its input, written into its own room."""
+def _tripled(msg, arena, failed_at=None, results=None, lost=False):
+    """An honest candidate's answer: each call's output is three times its input, written into its own room
+    (``failed_at``: that call fails, ``lost``: losing its CUDA context)."""
     items = []
     for k, call in enumerate(msg["calls"]):
         if k == failed_at:
-            items.append({"failed": {"verdict": "runtime_error", "reasons": ["exception"], "message": "boom"}})
+            items.append({"failed": {"verdict": "runtime_error", "reasons": ["exception", "cuda_fault"][:1 + lost],
+                                     "message": "boom"}, "lost": lost})
             break
         arena.view(call["outputs"][0]).copy_(arena.view(call["inputs"][0]) * 3)
         items.append({"outputs": [{"shape": [4], "dtype": "float32", "delivered": True}], "count": 1})
     return {"type": "called_batch", "results": items[:results], "codes": ["thread_injection"] if failed_at == -1
-            else [], "harness": None}
+            else [], "harness": None, "lost": lost}
 
 
 def test_a_batch_of_calls_is_read_call_by_call_from_rooms_of_their_own(tmp_path):
@@ -125,7 +128,27 @@ def test_a_batch_whose_process_ended_is_made_again_one_call_at_a_time_but_a_time
 
     sets = [[torch.ones(4)]]
     crash = {"verdict": "runtime_error", "reasons": ["crash"], "message": "the process ended"}
-    assert _batching(tmp_path, lambda msg, arena: crash).calls(sets, {}) is None
+    crashed = _batching(tmp_path, lambda msg, arena: crash)
+    assert crashed.calls(sets, {}) is None and crashed.used_s == 0.0  # its calls are made and charged again
     timeout = {"verdict": "timeout", "reasons": ["timeout"], "message": "no answer (the workload's time limit)"}
     got = _batching(tmp_path, lambda msg, arena: timeout).calls(sets, {})
     assert len(got) == 1 and got[0].failed == timeout and got[0].lost
+
+
+def test_a_cuda_context_lost_after_the_first_call_has_the_batch_made_again_one_call_at_a_time(tmp_path):
+    """The process ends unchecked where a call lost its CUDA context, so the calls before it would go unchecked
+    with it: after the first call the batch is made again call by call in a fresh process, its wait not charged;
+    the first call's own loss is its verdict. A lost context that is not the last call's is a forged reply."""
+    import torch
+
+    sets = [[torch.ones(4)] for _ in range(3)]
+    sub = _batching(tmp_path, lambda msg, arena: _tripled(msg, arena, failed_at=2, lost=True))
+    assert sub.calls(sets, {}) is None and sub.used_s == 0.0 and sub.arena is None
+    first = _batching(tmp_path, lambda msg, arena: _tripled(msg, arena, failed_at=0, lost=True)).calls(sets, {})
+    assert len(first) == 1 and first[0].lost and "cuda_fault" in first[0].failed["reasons"]
+
+    def claims_lost(msg, arena):
+        return dict(_tripled(msg, arena), lost=True)
+
+    forged = _batching(tmp_path, claims_lost).calls(sets, {})
+    assert len(forged) == 1 and forged[0].failed["reasons"] == ["result_forgery"]

@@ -335,11 +335,14 @@ class Candidate:
             print(f"solbench: language proof: {exc}", file=sys.stderr, flush=True)
             return {"codes": ["profiler_tamper"]}
         except Exception as exc:  # a profiler that cannot run here is no verdict on the solution: the trusted
-            # side sees no share and warns language_proof_unavailable; the reason is left in this log
-            if not raised:
+            # side sees no share and warns language_proof_unavailable; the reason is left in this log. A fault of
+            # the solution's kernels can surface in the profiler's own synchronisation: with the CUDA context
+            # lost, it is this call's failure (``failure``), not the next call's
+            if not raised and calls.cuda_healthy(self.torch):
                 print(f"solbench: language proof: the profiler failed: {type(exc).__name__}: {str(exc)[:300]}",
                       file=sys.stderr, flush=True)
                 return {}
+            raised.append(exc)
         if raised:
             return {"failed": raised[0]}
         # every kernel's name and device time, summed by name; the trusted side tells whose each one is

@@ -72,28 +72,39 @@ class CheckedCalls:
         (``modes``: each call's, as ``call`` takes it; the first profiled where ``profile_first``): their
         ``Called`` up to the first that failed or has codes of its own; one failed ``Called`` where the reply was
         refused or the workload's time limit ran out (the limit counts every wait of the workload, so one call at
-        a time would have run out of it too). None where the process ended without an answer: the caller then
-        makes the calls one at a time in a fresh process, so that the verdict names the call that ended it, after
-        the draws before it were judged."""
+        a time would have run out of it too). None where the process ended without an answer, or where a call
+        after the first lost its CUDA context (the process then ends unchecked, and the calls before it would go
+        unchecked with it): the caller makes the calls one at a time in a fresh process, so that each is checked
+        and the verdict names the call that ended it, after the draws before it were judged. The wait for such a
+        batch is not charged to the workload's limit: its calls are made and charged again (a solution that
+        crashes its batch on purpose gets at most twice the limit, then the crash's verdict)."""
         shapes = self.ctx.out_shapes(axes)
         specs = self._lent(sets, shapes)
         for spec, mode in zip(specs, modes or []):
             spec["mode"] = mode
         if profile_first:
             specs[0]["profile"] = True
+        used_s = self.used_s
         with self.ctx.phases("calls.exchange"):
             reply, gone = self._exchange({"op": "calls", "calls": specs}, "called_batch")
         if gone and gone["verdict"] == "runtime_error":
+            self.used_s = used_s
             return None
         if gone:
             return [Called(failed=gone, lost=gone["verdict"] != "reward_hack", message=gone.get("message"))]
         results = reply.results
         ended = bool(results) and bool(results[-1].failed or results[-1].codes)  # a verdict: the batch stops there
-        if len(results) > len(specs) or (len(results) < len(specs) and not ended):
+        lost = bool(results) and bool(results[-1].failed and results[-1].lost)
+        if len(results) > len(specs) or (len(results) < len(specs) and not ended) or reply.lost != lost:
             self.stop(grace_s=0)
             return [Called(failed={"verdict": "reward_hack", "reasons": ["result_forgery"],
                                    "message": f"{len(results)} results to a batch of {len(specs)} calls, the last "
-                                              "neither a failure nor a verdict"})]
+                                              "neither a failure nor a verdict, or the process's lost CUDA "
+                                              "context not its last call's"})]
+        if lost and len(results) > 1:
+            self.stop()
+            self.used_s = used_s
+            return None
         got = []
         for item, spec in zip(results, specs):  # in order: a failure that loses the process ends the arena
             own = bool(item.codes)

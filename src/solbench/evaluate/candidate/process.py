@@ -291,17 +291,21 @@ class Candidate:
         produced = calls.as_list(result)
         try:
             outputs = self.deliver(buf, produced, spec["outputs"])
+            self.sync()
+        except Exception as exc:
+            return _unreadable(exc)
+        peak = int(self.torch.cuda.max_memory_allocated() - before) if before is not None else None
+        # the profiled call on the pristine inputs, before the slots take the inputs as this call left them
+        extra = self.profile(given, spec["outputs"]) if spec.get("profile") and self.cuda else {}
+        if "failed" in extra:  # the solution's own call failed under the profiler: a verdict like any failed call
+            return self.failed(extra["failed"])
+        try:
             for x, slot in zip(inputs, spec["inputs"]):  # the inputs as the call left them (in-place, mutation)
                 if isinstance(x, self.torch.Tensor) and "offset" in slot:
                     arena_mod.view(buf, slot).copy_(x)
             self.sync()
         except Exception as exc:
-            return {"failed": {"verdict": "runtime_error", "reasons": ["unreadable_output"],
-                               "message": calls.short_traceback(exc)}, "lost": False}
-        peak = int(self.torch.cuda.max_memory_allocated() - before) if before is not None else None
-        extra = self.profile(given, spec["outputs"]) if spec.get("profile") and self.cuda else {}
-        if "failed" in extra:  # the solution's own call failed under the profiler: a verdict like any failed call
-            return self.failed(extra["failed"])
+            return _unreadable(exc)
         if stores is not None:  # how much of the output (in-place inputs included) the DSL kernels stored
             inplace = [inputs[i] for i in spec.get("inplace") or [] if 0 <= i < len(inputs)]
             extra["dsl_stores"] = stores.elements_in(produced + inplace)
@@ -347,6 +351,12 @@ class Candidate:
             return {"failed": raised[0]}
         # every kernel's name and device time, summed by name; the trusted side tells whose each one is
         return {"kernels": language.by_name(kernels)}
+
+
+def _unreadable(exc: BaseException) -> dict[str, Any]:
+    """A call's result whose outputs or inputs could not be read back into its slots."""
+    return {"failed": {"verdict": "runtime_error", "reasons": ["unreadable_output"],
+                       "message": calls.short_traceback(exc)}, "lost": False}
 
 
 def main(cmd_fd: int, reply_fd: int) -> int:

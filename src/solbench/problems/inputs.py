@@ -235,9 +235,10 @@ def _rope(role: str, shape: tuple[int, ...], device: torch.device, dtype: torch.
     half = (dim + 1) // 2
     inv = 10000.0 ** (-torch.arange(half, dtype=torch.float64, device=device) * 2 / max(dim, 2))
     ang = pos * inv
+    # in float64 at half the width, cast before the halves are joined: a batch's float64 transient stays small
+    val = (torch.cos(ang) if role == "rope_cos" else torch.sin(ang)).to(dtype)
     if dim != half:
-        ang = torch.cat([ang, ang], dim=-1)[:, :dim]
-    val = torch.cos(ang) if role == "rope_cos" else torch.sin(ang)
+        val = torch.cat([val, val], dim=-1)[:, :dim]
     sets = len(angle_seeds)
     if len(one) == 1:
         val = val.reshape(sets, dim)

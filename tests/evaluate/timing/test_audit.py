@@ -406,16 +406,17 @@ def test_the_sentinels_of_a_group_are_read_back_at_once_and_agree_with_one_call_
     nan = [torch.tensor([1.0, float("nan")]), torch.zeros(2, dtype=torch.int32)]
     ints = [torch.ones(3), torch.full((2,), torch.iinfo(torch.int32).max, dtype=torch.int32)]
     bools = [torch.full((2,), 2, dtype=torch.uint8).view(torch.bool)]
+    half = [torch.tensor([1, 2], dtype=torch.uint8).view(torch.bool)]  # one flag written, one left: unwritten
     plain = [0.5, torch.empty(0)]
-    calls = [ok, nan, ints, bools, plain]
-    assert unwritten_calls(calls) == [_unwritten(c) for c in calls] == [False, True, True, True, False]
+    calls = [ok, nan, ints, bools, half, plain]
+    assert unwritten_calls(calls) == [_unwritten(c) for c in calls] == [False, True, True, True, True, False]
     assert unwritten_calls([plain]) == [False]
     # a group's copies out (``Slots.take_group``): each output of the calls a row of one tensor, read per output
     floats, ints, flags, empty = torch.ones(4, 3), torch.zeros(4, 2, dtype=torch.int32), torch.ones(4, 2).bool(), \
         torch.empty(4, 0)
     floats[1, 2] = float("nan")  # one element left: unwritten
     ints[2] = torch.iinfo(torch.int32).max  # every element the sentinel: unwritten
-    flags.view(torch.uint8)[3] = 2
+    flags.view(torch.uint8)[3, 1] = 2  # one flag of the row left: unwritten
     group = [[floats[j], ints[j], flags[j], empty[j], 0.5] for j in range(4)]
     assert _rows_left(group) == unwritten_calls(group) == [_unwritten(c) for c in group] == [False, True, True, True]
     assert _rows_left([[floats[0], 0.5], [floats[2], 0.5]]) is None  # not the rows in order: call by call

@@ -109,12 +109,13 @@ def _sentinel_left(outs: list[Any]):
 
 
 def _left_per_row(flat):
-    """Per row of ``flat`` (one call's output, flattened), whether the sentinel is left: any NaN for floats, every
-    element the sentinel for booleans and integers."""
+    """Per row of ``flat`` (one call's output, flattened), whether the sentinel is left: any NaN for floats, any
+    sentinel byte for booleans (no boolean holds it), every element the sentinel for integers (whose maximum an
+    output may hold)."""
     import torch
 
     if flat.is_floating_point():
         return torch.isnan(flat).any(dim=1)
     if flat.dtype == torch.bool:
-        return (flat.view(torch.uint8) == BOOL_SENTINEL).all(dim=1)
+        return (flat.view(torch.uint8) == BOOL_SENTINEL).any(dim=1)
     return (flat == torch.iinfo(flat.dtype).max).all(dim=1)

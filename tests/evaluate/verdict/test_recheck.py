@@ -13,23 +13,31 @@ from solbench.evaluate.verdict.elementwise import within
 from solbench.evaluate.verdict.stages import WorkloadJudging
 
 
+def _outputs(seed: int, dtype: str, ref_off: float, got_off: float, bad: int, special: str | None,
+             near_ref: bool = False):
+    """An anchor, a reference ``ref_off`` from it and an output ``got_off`` from it (``near_ref``: from the
+    reference), ``bad`` elements of the output off by 1 and one NaN or Inf in it, or all of it zeros (``special``)."""
+    g = torch.Generator().manual_seed(seed)
+    dt = getattr(torch, dtype)
+    anchor = torch.randn(200, generator=g, dtype=torch.float64)
+    ref = (anchor + ref_off * torch.randn(200, generator=g, dtype=torch.float64)).to(dt)
+    got = ((ref.double() if near_ref else anchor) + got_off * torch.randn(200, generator=g, dtype=torch.float64)).to(dt)
+    got[:bad] += 1.0
+    if special in ("nan", "inf"):
+        got[seed % 200] = float(special)
+    elif special == "zeros":
+        got.zero_()
+    return dt, anchor, ref, got
+
+
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**31), dtype=st.sampled_from(["float32", "bfloat16", "float16"]),
        ref_off=st.floats(0, 0.05), got_off=st.floats(0, 0.05), bad=st.integers(0, 40),
        special=st.sampled_from([None, "nan", "inf", "zeros", "anchor_inf"]), cap=st.sampled_from([None, 0.01]))
 def test_what_passes_against_the_anchor_alone_passes_the_full_check(seed, dtype, ref_off, got_off, bad, special,
                                                                      cap):
-    g = torch.Generator().manual_seed(seed)
-    dt = getattr(torch, dtype)
-    anchor = torch.randn(200, generator=g, dtype=torch.float64)
-    ref = (anchor + ref_off * torch.randn(200, generator=g, dtype=torch.float64)).to(dt)
-    got = (anchor + got_off * torch.randn(200, generator=g, dtype=torch.float64)).to(dt)
-    got[:bad] += 1.0
-    if special == "nan" or special == "inf":
-        got[seed % 200] = float(special)
-    elif special == "zeros":
-        got.zero_()
-    elif special == "anchor_inf":
+    dt, anchor, ref, got = _outputs(seed, dtype, ref_off, got_off, bad, special)
+    if special == "anchor_inf":
         anchor[seed % 200] = float("inf")
     tol = [tolerance_for(dtype).model_copy(update={"max_abs_error": cap})]
     quick = within(got, anchor, dt, tol[0].atol, tol[0].rtol, cap)
@@ -46,17 +54,8 @@ def test_what_passes_against_the_anchor_alone_passes_the_full_check(seed, dtype,
        rtol=st.sampled_from([None, 0.5, 1.0]))
 def test_what_passes_against_the_reference_alone_passes_the_full_check(seed, dtype, ref_off, got_off, bad, special,
                                                                         rtol):
-    g = torch.Generator().manual_seed(seed)
-    dt = getattr(torch, dtype)
-    anchor = torch.randn(200, generator=g, dtype=torch.float64)
-    ref = (anchor + ref_off * torch.randn(200, generator=g, dtype=torch.float64)).to(dt)
-    got = (ref.double() + got_off * torch.randn(200, generator=g, dtype=torch.float64)).to(dt)
-    got[:bad] += 1.0
-    if special in ("nan", "inf"):
-        got[seed % 200] = float(special)
-    elif special == "zeros":
-        got.zero_()
-    elif special == "ref_zeros":  # the reference rounds a tiny answer to zeros, an all-zero output matches it
+    dt, anchor, ref, got = _outputs(seed, dtype, ref_off, got_off, bad, special, near_ref=True)
+    if special == "ref_zeros":  # the reference rounds a tiny answer to zeros, an all-zero output matches it
         anchor.mul_(1e-30)
         ref.zero_()
         got.zero_()

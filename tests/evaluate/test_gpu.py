@@ -173,6 +173,14 @@ def test_cuda_fault_is_a_verdict_and_the_next_evaluation_is_healthy(axpy):
     assert ok.verdict == "passed"
 
 
+def test_a_harness_change_before_a_fault_later_in_a_batch_is_still_found(axpy):
+    """The checked calls go as one batch; a call that loses the CUDA context ends the process before it checks
+    itself, so the batch is made again one call at a time and the first call's change is found after it."""
+    ev = _eval(axpy, GPU / "tamper_then_fault.py", workloads=["axpy-small"], baselines=(), static_checks=False)
+    w = ev.workloads[0]
+    assert w.verdict == "reward_hack" and "harness_tamper" in w.reasons, (w.verdict, w.reasons, w.message)
+
+
 def test_out_of_memory_is_runtime_error_with_reason(axpy):
     ev = _eval(axpy, GPU / "oom.py", workloads=["axpy-small"], baselines=(), time_candidate=False)
     assert ev.verdict == "runtime_error" and "out_of_memory" in ev.workloads[0].reasons

@@ -25,7 +25,7 @@ DISHONEST_FIXTURES = {
     "background_thread.py": "threading", "crash.py": "signal_tamper", "fork_bomb.py": "subprocess",
     "hang.py": "import_not_allowed", "import_error.py": "import_not_allowed", "leave_child.py": "subprocess",
     "patch_timer.py": "monkeypatching", "phone_home.py": "network", "seed_hunt.py": "frame_or_gc_walk",
-    "segfault.py": "process_memory",
+    "segfault.py": "process_memory", "tamper_then_fault.py": "monkeypatching",
 }
 
 

@@ -385,6 +385,7 @@ class WorkloadJudging(Rechecks):
         """Each output's value before the call: None for a fresh output, the pristine input for an in-place one."""
         return [None] * len(self.out_specs) + [given[self.input_names.index(n)] for n in self.inplace]
 
+
 class _Draw:
     """A workload's draw for the timing: ``draw(seed)`` one input set, ``draw.sets(seed, count)`` a batch
     (``ring.draw_sets``)."""

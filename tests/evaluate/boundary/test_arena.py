@@ -85,3 +85,46 @@ def test_dtype_names():
 def test_attach_rejects_unknown_kinds():
     with pytest.raises(ValueError):
         attach({"kind": "socket", "nbytes": 1})
+
+
+#: a process that maps a CUDA arena, says so, and on the next line either drops it and exits or is killed holding it
+_MAPPER = ("import json, os, signal, sys, torch\n"
+           "from solbench.evaluate.boundary.arena import attach\n"
+           "buf = attach(json.loads(sys.stdin.readline()))\n"
+           "buf[:256].fill_(7)\n"
+           "torch.cuda.synchronize()\n"
+           "print('mapped', flush=True)\n"
+           "sys.stdin.readline()\n"
+           "if sys.argv[1] == 'killed':\n"
+           "    os.kill(os.getpid(), signal.SIGKILL)\n"
+           "del buf\n"
+           "torch.cuda.synchronize()\n")
+
+
+@pytest.mark.gpu
+def test_a_cuda_arena_a_killed_process_mapped_stays_held_and_one_handed_back_does_not(tmp_path):
+    """torch frees an arena lent by CUDA IPC only once the process that mapped it has closed its mapping: one killed
+    holding it leaves the memory with the trusted side for good, and ``held_bytes`` (what the worker's retirement
+    reads: ``worker._held``) sees it; one that handed it back leaves nothing."""
+    from solbench.evaluate.boundary.arena import held_bytes
+
+    size = 64 << 20
+    for end in ("handed_back", "killed"):
+        arena = Arena(size, torch.device("cuda"), tmp_path)
+        before = held_bytes() - size  # this arena is open: it counts until it is closed
+        proc = subprocess.Popen([sys.executable, "-c", _MAPPER, end], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True)
+        try:
+            proc.stdin.write(json.dumps(arena.handle) + "\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "mapped"
+            assert torch.equal(arena.buf[:256].cpu(), torch.full((256,), 7, dtype=torch.uint8))
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            proc.wait(timeout=120)
+        finally:
+            proc.kill()
+        arena.close()
+        torch.cuda.synchronize()
+        left = held_bytes() - before
+        assert (left >= size) if end == "killed" else (left <= 0), (end, left)

@@ -132,3 +132,41 @@ def test_a_worker_is_ended_even_when_closing_its_pipe_fails():
 
     end_process(proc, 0.1, reentrant)
     assert proc.poll() is not None
+
+
+class RetiringJudge(FakeJudge):
+    """A worker that answers every workload, then says its candidates left it holding memory: it retires."""
+
+    def submit(self, job_path) -> int:
+        self.jobs += 1
+        for subject, uuid in json.loads(job_path.read_text())["pairs"]:
+            os.write(self._w, json.dumps({"type": "workload", "subject": subject, "uuid": uuid,
+                                          "verdict": "runtime_error", "reasons": ["crash"]}).encode() + b"\n")
+        os.write(self._w, b'{"type": "done", "held_bytes": 4294967296, "retire": true}\n')
+        return 0
+
+
+def test_a_worker_left_holding_memory_retires_after_its_job_and_the_next_job_gets_a_fresh_one(monkeypatch, tmp_path):
+    """Device memory lent to candidates that died is never freed in the worker's process (``worker._held``): a
+    worker that says so at its job's end is ended with the grace of a clean exit once the job's results are in, and
+    the next job starts a fresh one; no result of the job is lost."""
+    monkeypatch.setattr(keeper, "Judge", RetiringJudge)
+    monkeypatch.setattr(keeper, "_JUDGES", {})
+    FakeJudge.started, FakeJudge.stops = [], []
+    job = {"device": "cuda", "subjects": [{"kind": "solution"}], "pairs": [[0, "w1"], [0, "w2"]]}
+    out = keeper.run_worker(job, 30, 30, tmp_path)
+    assert sorted(u for _, u in out.results) == ["w1", "w2"]
+    assert out.retired and out.held_bytes == 1 << 32
+    assert FakeJudge.stops == [5.0] and keeper._JUDGES == {}  # the clean exit's grace, not a kill
+    again = keeper.run_worker(dict(job, pairs=[[0, "w3"]]), 30, 30, tmp_path)
+    assert list(again.results) == [(0, "w3")] and len(FakeJudge.started) == 2
+
+
+def test_a_worker_holding_nothing_is_kept(monkeypatch, tmp_path):
+    monkeypatch.setattr(keeper, "Judge", FakeJudge)
+    monkeypatch.setattr(keeper, "_JUDGES", {})
+    FakeJudge.started, FakeJudge.stops = [None], []  # not the first: this one answers every workload
+    out = keeper.run_worker({"device": "cuda", "subjects": [{"kind": "solution"}], "pairs": [[0, "w1"]]}, 30, 30,
+                            tmp_path)
+    assert not out.retired and out.held_bytes == 0
+    assert FakeJudge.stops == [] and list(keeper._JUDGES) == ["cuda"]

@@ -65,6 +65,24 @@ def _ipc_pool_context():
     return torch.cuda.use_mem_pool(_pool)
 
 
+def held_bytes() -> int:
+    """Bytes of the arenas' pool still allocated, once torch has freed every arena whose mapping was handed back
+    (``torch.cuda.ipc_collect``). Where no arena is open, that is memory a candidate's process never handed back:
+    torch frees an arena lent by CUDA IPC only once every process that mapped it has closed its mapping, which a
+    process killed, or one whose CUDA context was lost, never does; the memory then stays with this process for as
+    long as it lives. Read from the allocator, not from anything the candidate says. 0 on the CPU (an arena is a
+    mapped file there) and where the pool cannot be read."""
+    if _pool is None:
+        return 0
+    torch.cuda.ipc_collect()
+    try:
+        segments = torch.cuda.memory_snapshot(_pool.id)
+    except Exception:  # an allocator that cannot describe one pool: nothing is known to be held
+        return 0
+    return sum(int(block.get("size", 0)) for segment in segments for block in segment.get("blocks", ())
+               if block.get("state") == "active_allocated")
+
+
 def _mapped_file(nbytes: int, directory: str | os.PathLike) -> tuple[torch.Tensor, str]:
     """A new file of ``nbytes`` in ``directory`` (the candidate's own, which it can write), mapped through the
     descriptor that created it: the path is never opened again on this side, so a link the candidate renames over

@@ -94,6 +94,10 @@ class WorkerOutcome:
     candidate_log: str = ""
     candidate_restarts: int = 0
     phases: dict[str, float] = field(default_factory=dict)  # the worker's own before its first workload
+    #: the device memory the job's candidates left the worker holding, never handed back (``worker._held``), and
+    #: whether the worker retired for it after the job (the next job gets a fresh one)
+    held_bytes: int = 0
+    retired: bool = False
 
 
 def _checked(msg: dict[str, Any]) -> WorkloadReport:
@@ -291,6 +295,8 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
         killed = ended == "crash" and _exit_status(judge) == -signal.SIGKILL  # none sent here: the OOM killer
         if ended != "done":  # a fresh trusted worker (and CUDA context) for whatever follows
             retire_judge(worker, grace_s=0)
+        elif outcome.retired:  # it ends by itself, its memory with it, and the next job starts a fresh one
+            retire_judge(worker)
         if ended in ("done", "lost") or not pending:
             continue
         key = pending.pop(0)
@@ -383,6 +389,9 @@ def _collect(judge: Judge, outcome: WorkerOutcome, pending: list, deadline: floa
                                                       "reasons": ["compile_error"], "message": msg.get("message")})
                     pending.remove(key)
             elif kind in ("lost", "done"):
+                if kind == "done":
+                    outcome.held_bytes = int(msg.get("held_bytes") or 0)
+                    outcome.retired = bool(msg.get("retire"))
                 return kind, deadline
         if eof:
             return "crash", deadline

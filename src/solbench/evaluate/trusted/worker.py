@@ -35,6 +35,10 @@ HARNESS_EXTRA = ("solbench.evaluate.integrity.dynamic", "solbench.evaluate.integ
                  "solbench.evaluate.languages", "solbench.problems.problem", "solbench.problems.inputs",
                  "solbench.problems.modules", "solbench.problems.roles", "solbench.problems.workload",
                  "solbench.hardware.telemetry", "solbench.evaluate.phases")
+#: the share of its device's memory a worker may be left holding for candidates that never handed their arenas
+#: back (``_held``) before it retires: a checked batch's arena (at most ``stages.BATCH_BYTES``) or a timing ring's (at
+#: most ``ring.RING_BYTES_GPU``), so on an 80 GB device one candidate killed in its timing, or some eight in their calls
+RETIRE_HELD_SHARE = 0.05
 
 
 def harness() -> tuple[str, ...]:
@@ -229,7 +233,8 @@ def main(cmd_fd: int, result_fd: int) -> int:
 
 
 def _serve(job_path: str, chan: Channel, zygote) -> int:
-    """One job; returns non-zero when this worker must not take another (its CUDA context is lost)."""
+    """One job; returns non-zero when this worker must not take another (its CUDA context is lost, or its
+    candidates left it too much memory they never handed back: ``_held``)."""
     import torch
 
     from solbench.evaluate.boundary.calls import set_tf32, set_threads
@@ -276,8 +281,30 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
         subject.close()
         if isinstance(subject, RemoteSubject):
             chan.send(type="candidate", subject=i, restarts=subject.restarts, log=read_tail(subject.log_path, 20000))
-    chan.send(type="done")
-    return 0
+    held = _held(torch, job)
+    if held.get("retire"):
+        print(f"solbench: {held['held_bytes'] / 2 ** 20:.0f} MiB of device memory lent to candidates that never "
+              "handed it back; this worker takes no further job", flush=True)
+    chan.send(type="done", **held)
+    return 1 if held.get("retire") else 0
+
+
+def _held(torch, job: dict[str, Any]) -> dict[str, Any]:
+    """What a job's end leaves allocated of the arenas' pool (``arena.held_bytes``: every subject is closed, so no
+    arena is open), and whether that is more than ``RETIRE_HELD_SHARE`` of the device's memory (the job's
+    ``retire_held_bytes`` where it sets a limit of its own): then this worker retires, the runner starts a fresh
+    one, and the memory goes back with its process. Nothing where none is held."""
+    from solbench.evaluate.boundary.arena import held_bytes
+
+    if not torch.cuda.is_initialized():
+        return {}
+    held = held_bytes()
+    if not held:
+        return {}
+    limit = job.get("retire_held_bytes")
+    if limit is None:
+        limit = RETIRE_HELD_SHARE * torch.cuda.get_device_properties(torch.device(job["device"])).total_memory
+    return {"held_bytes": held, "retire": held > limit}
 
 
 def _build(job: dict[str, Any], ctx: Context, chan: Channel) -> dict[int, Any]:

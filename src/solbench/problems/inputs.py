@@ -151,7 +151,7 @@ def _activation(shape, gen, device, pg, u: float, scale: tuple[float, float], ou
         x.view(-1)[_onto(idx, device)] = _onto(vals, device, torch.float32)
     if centre:
         x.add_(centre)
-    return x.clamp_(lo, hi)
+    return x.clamp_(lo, hi) if math.isfinite(lo) or math.isfinite(hi) else x
 
 
 def _block_table(spec: TensorSpec, shape: tuple[int, ...], axes: dict[str, int], gen: torch.Generator) -> torch.Tensor:
@@ -194,11 +194,12 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
         seeds = [angle_seed] if sets == 1 else [_set_seed(angle_seed, j) for j in range(sets)]
         return _rope(role, shape, device, dtype, seeds)
     x = _floating(name, role, spec, shape, axes, gen, device, angle_seed, sets)
+    # in place: the draw is a fresh tensor of its own (a copy of a large one costs the CPU its pages' first touch)
     if spec.dtype in FLOAT8 and role not in ("scale",):
         lo, hi = _range(spec, axes, (-2.0, 2.0)) if role == "activation" else (-448.0, 448.0)
-        x = x.clamp(lo, hi)
+        x.clamp_(lo, hi)
     elif spec.dtype in FINITE_MAX:
-        x = x.clamp(-FINITE_MAX[spec.dtype], FINITE_MAX[spec.dtype])
+        x.clamp_(-FINITE_MAX[spec.dtype], FINITE_MAX[spec.dtype])
     return x.to(dtype)
 
 

@@ -105,10 +105,14 @@ _MAPPER = ("import json, os, signal, sys, torch\n"
 def test_a_cuda_arena_a_killed_process_mapped_stays_held_and_one_handed_back_does_not(tmp_path):
     """torch frees an arena lent by CUDA IPC only once the process that mapped it has closed its mapping: one killed
     holding it leaves the memory with the trusted side for good, and ``held_bytes`` (what the worker's retirement
-    reads: ``worker._held``) sees it; one that handed it back leaves nothing."""
+    reads: ``worker._held``) sees it; one that handed it back, or one never sent, leaves nothing."""
     from solbench.evaluate.boundary.arena import held_bytes
 
     size = 64 << 20
+    arena = Arena(size, torch.device("cuda"), tmp_path)  # never sent: never exported, nothing to hand back
+    before = held_bytes() - size
+    arena.close()
+    assert held_bytes() - before <= 0
     for end in ("handed_back", "killed"):
         arena = Arena(size, torch.device("cuda"), tmp_path)
         before = held_bytes() - size  # this arena is open: it counts until it is closed

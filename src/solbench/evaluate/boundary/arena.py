@@ -106,16 +106,25 @@ class Arena:
         nbytes = max(_align(nbytes), ALIGN)
         self.used = 0
         self.path: str | None = None
+        self._handle: dict[str, Any] | None = None
         if device.type == "cuda":
-            from torch.multiprocessing.reductions import reduce_tensor
-
             with _ipc_pool_context():
                 self.buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
-            self.handle = {"kind": "cuda_ipc", "nbytes": nbytes,
-                           "payload": pickle.dumps(reduce_tensor(self.buf)).hex()}
         else:
             self.buf, self.path = _mapped_file(nbytes, directory)
-            self.handle = {"kind": "file", "nbytes": nbytes, "path": self.path}
+            self._handle = {"kind": "file", "nbytes": nbytes, "path": self.path}
+
+    @property
+    def handle(self) -> dict[str, Any]:
+        """What the candidate's process attaches with. On the GPU the buffer is exported by CUDA IPC when first
+        asked for, once: torch counts every export as a mapping to be handed back, so an arena exported and never
+        sent would stay allocated for good (``held_bytes``)."""
+        if self._handle is None:
+            from torch.multiprocessing.reductions import reduce_tensor
+
+            self._handle = {"kind": "cuda_ipc", "nbytes": self.buf.numel(),
+                            "payload": pickle.dumps(reduce_tensor(self.buf)).hex()}
+        return self._handle
 
     def reserve(self, shape, dtype: torch.dtype) -> dict[str, Any]:
         n = nbytes_for(shape, dtype)

@@ -132,3 +132,23 @@ def test_a_cuda_arena_a_killed_process_mapped_stays_held_and_one_handed_back_doe
         torch.cuda.synchronize()
         left = held_bytes() - before
         assert (left >= size) if end == "killed" else (left <= 0), (end, left)
+
+
+def test_held_bytes_counts_the_live_blocks_of_the_arenas_own_pool(monkeypatch):
+    """What the worker's retirement reads (``worker._held``): the allocator's live blocks in the arenas' pool, none
+    of another pool's (the trusted side's own tensors), after torch has freed what was handed back."""
+    from solbench.evaluate.boundary import arena as arena_mod
+
+    collected = []
+    snapshot = [{"segment_pool_id": (0, 3), "blocks": [{"size": 10, "state": "active_allocated"},
+                                                       {"size": 5, "state": "inactive"}]},
+                {"segment_pool_id": (0, 0), "blocks": [{"size": 100, "state": "active_allocated"}]},
+                {"blocks": [{"size": 7, "state": "active_allocated"}]}]  # a torch that does not name the pool
+    monkeypatch.setattr(arena_mod, "_pool", type("Pool", (), {"id": (0, 3)})())
+    monkeypatch.setattr(torch.cuda, "ipc_collect", lambda: collected.append(True))
+    monkeypatch.setattr(torch.cuda, "memory_snapshot", lambda pool: snapshot if pool == (0, 3) else [])
+    assert arena_mod.held_bytes() == 17 and collected
+    monkeypatch.setattr(torch.cuda, "memory_snapshot", lambda pool: 1 / 0)
+    assert arena_mod.held_bytes() == 0  # an allocator that cannot say: nothing is known to be held
+    monkeypatch.setattr(arena_mod, "_pool", None)
+    assert arena_mod.held_bytes() == 0  # no arena was ever lent by CUDA IPC

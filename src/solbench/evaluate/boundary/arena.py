@@ -79,7 +79,8 @@ def held_bytes() -> int:
         segments = torch.cuda.memory_snapshot(_pool.id)
     except Exception:  # an allocator that cannot describe one pool: nothing is known to be held
         return 0
-    return sum(int(block.get("size", 0)) for segment in segments for block in segment.get("blocks", ())
+    ours = [seg for seg in segments if tuple(seg.get("segment_pool_id") or _pool.id) == tuple(_pool.id)]
+    return sum(int(block.get("size", 0)) for segment in ours for block in segment.get("blocks", ())
                if block.get("state") == "active_allocated")
 
 

@@ -165,6 +165,22 @@ def test_fp16_and_fp8_stay_finite_and_in_range():
         assert float(w8.float().abs().max()) <= 448
 
 
+def test_without_a_declared_range_every_role_stays_far_below_the_dtypes_largest_value():
+    """The dtype's clamp to its largest finite value runs only where a range is declared (``inputs.random_tensor``):
+    every floating role's own draw, over a million elements, stays far below fp16's largest value (the narrowest),
+    and an unbounded activation in float32 too."""
+    from solbench.problems.inputs import FINITE_MAX
+
+    roles = ["activation", "weight", "norm_weight", "bias", "positive", "negative", "uniform", "scale", "probability",
+             "zeros", "ones", "sign"]
+    inputs = {r: {"shape": ["T", "H"], "dtype": "float16", "role": r} for r in roles}
+    inputs["wide"] = {"shape": ["T", "H"], "dtype": "float32", "role": "activation"}
+    for seed in range(2):
+        drawn = _draw(inputs, {"T": 1024, "H": 1024}, seed)
+        for name, t in zip(inputs, drawn):
+            assert float(t.float().abs().max()) < FINITE_MAX["float16"] / 8, name
+
+
 def test_declared_range_is_honoured():
     for seed in range(4):
         x, b = _draw({"x": {"shape": ["T", "H"], "dtype": "float32", "range": [-3, 5]},

@@ -60,7 +60,8 @@ BIAS_SCALE = (0.02, 1.0)
 #: probability role: softmax of a normal times a sharpness (an inverse temperature) drawn per draw; moderate, since
 #: a probability's meaning is fixed and very sharp draws make every ratio of two probabilities 0 or infinite
 PROBABILITY_SHARPNESS = (0.5, 2.0)
-#: finite ranges: a draw never holds Inf
+#: finite ranges: a draw never holds Inf (a draw's largest magnitudes without a declared range are some thousands:
+#: a heavy tail of 10 * exp(0.5 * 7) * 7, outliers of 64 times a channel's gain; a declared range is clamped to these)
 FINITE_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
 
 
@@ -198,7 +199,9 @@ def random_tensor(name: str, spec: TensorSpec, shape: tuple[int, ...], axes: dic
     if spec.dtype in FLOAT8 and role not in ("scale",):
         lo, hi = _range(spec, axes, (-2.0, 2.0)) if role == "activation" else (-448.0, 448.0)
         x.clamp_(lo, hi)
-    elif spec.dtype in FINITE_MAX:
+    elif spec.dtype in FINITE_MAX and spec.range:
+        # only a declared range can reach the dtype's largest value: every role's own distribution stays within
+        # thousands (``FINITE_MAX``), so the clamp would be a pass over the draw that changes nothing
         x.clamp_(-FINITE_MAX[spec.dtype], FINITE_MAX[spec.dtype])
     return x.to(dtype)
 

@@ -336,8 +336,9 @@ def _environment(cand: keeper.WorkerOutcome, build: Carry, opts: EvalOptions) ->
     env["platform"] = detect_platform(opts.device).record()  # vendor, architecture, telemetry source
     if cand.candidate_restarts:
         env["candidate_restarts"] = cand.candidate_restarts
-    if cand.held_bytes:  # device memory its candidates never handed back (``worker._held``)
-        env["worker_held_bytes"], env["worker_retired"] = cand.held_bytes, cand.retired
+    if cand.added_bytes or cand.retired:  # device memory its candidates never handed back (``worker._held``)
+        env.update(worker_held_added_bytes=cand.added_bytes, worker_held_bytes=cand.held_bytes,
+                   worker_retired=cand.retired)
     return env
 
 

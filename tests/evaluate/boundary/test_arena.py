@@ -152,3 +152,35 @@ def test_held_bytes_counts_the_live_blocks_of_the_arenas_own_pool(monkeypatch):
     assert arena_mod.held_bytes() == 0  # an allocator that cannot say: nothing is known to be held
     monkeypatch.setattr(arena_mod, "_pool", None)
     assert arena_mod.held_bytes() == 0  # no arena was ever lent by CUDA IPC
+
+
+def test_an_arena_comes_from_the_arenas_pool_on_its_own_device(monkeypatch):
+    """torch enters a memory pool for the current device only: the arenas' pool is entered with the arena's device
+    current, so an arena on another device than the current one (``--device cuda:1``) is not cut from the trusted
+    side's own pool, whose segments its IPC mapping would cover."""
+    import contextlib
+
+    from solbench.evaluate.boundary import arena as arena_mod
+
+    current, seen = [0], []
+
+    @contextlib.contextmanager
+    def device(dev):
+        before, current[0] = current[0], torch.device(dev).index
+        try:
+            yield
+        finally:
+            current[0] = before
+
+    @contextlib.contextmanager
+    def use_mem_pool(pool):
+        seen.append(("pool", current[0]))
+        yield
+
+    monkeypatch.setattr(arena_mod, "_pool", None)
+    monkeypatch.setattr(torch.cuda, "device", device)
+    monkeypatch.setattr(torch.cuda, "MemPool", lambda: object(), raising=False)
+    monkeypatch.setattr(torch.cuda, "use_mem_pool", use_mem_pool, raising=False)
+    with arena_mod._ipc_pool_context(torch.device("cuda:1")):
+        seen.append(("alloc", current[0]))
+    assert seen == [("pool", 1), ("alloc", 1)] and current[0] == 0

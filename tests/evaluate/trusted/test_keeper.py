@@ -142,7 +142,7 @@ class RetiringJudge(FakeJudge):
         for subject, uuid in json.loads(job_path.read_text())["pairs"]:
             os.write(self._w, json.dumps({"type": "workload", "subject": subject, "uuid": uuid,
                                           "verdict": "runtime_error", "reasons": ["crash"]}).encode() + b"\n")
-        os.write(self._w, b'{"type": "done", "held_bytes": 4294967296, "retire": true}\n')
+        os.write(self._w, b'{"type": "done", "held_bytes": 4294967296, "added_bytes": 536870912, "retire": true}\n')
         return 0
 
 
@@ -156,7 +156,7 @@ def test_a_worker_left_holding_memory_retires_after_its_job_and_the_next_job_get
     job = {"device": "cuda", "subjects": [{"kind": "solution"}], "pairs": [[0, "w1"], [0, "w2"]]}
     out = keeper.run_worker(job, 30, 30, tmp_path)
     assert sorted(u for _, u in out.results) == ["w1", "w2"]
-    assert out.retired and out.held_bytes == 1 << 32
+    assert out.retired and out.held_bytes == 1 << 32 and out.added_bytes == 1 << 29
     assert FakeJudge.stops == [5.0] and keeper._JUDGES == {}  # the clean exit's grace, not a kill
     again = keeper.run_worker(dict(job, pairs=[[0, "w3"]]), 30, 30, tmp_path)
     assert list(again.results) == [(0, "w3")] and len(FakeJudge.started) == 2
@@ -168,5 +168,5 @@ def test_a_worker_holding_nothing_is_kept(monkeypatch, tmp_path):
     FakeJudge.started, FakeJudge.stops = [None], []  # not the first: this one answers every workload
     out = keeper.run_worker({"device": "cuda", "subjects": [{"kind": "solution"}], "pairs": [[0, "w1"]]}, 30, 30,
                             tmp_path)
-    assert not out.retired and out.held_bytes == 0
+    assert not out.retired and out.held_bytes == 0 and out.added_bytes == 0
     assert FakeJudge.stops == [] and list(keeper._JUDGES) == ["cuda"]

@@ -54,15 +54,22 @@ def nbytes_for(shape, dtype: torch.dtype) -> int:
     return _align(raw_nbytes(shape, dtype))
 
 
-def _ipc_pool_context():
-    """Allocate from a pool that holds nothing but arenas (torch.cuda.MemPool where this torch has it)."""
+@contextlib.contextmanager
+def _ipc_pool_context(device: torch.device):
+    """Allocate on ``device`` from a pool that holds nothing but arenas (torch.cuda.MemPool where this torch has
+    it). The pool is entered with ``device`` current: torch enters it for the current device only, so an arena on
+    another device (``--device cuda:1``) would come from the trusted side's own pool, where its IPC mapping, which
+    covers a whole segment, could reach the trusted side's tensors."""
     global _pool
-    if not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
-        torch.cuda.empty_cache()  # at least no cached block of the trusted side's is split for the arena
-        return contextlib.nullcontext()
-    if _pool is None:
-        _pool = torch.cuda.MemPool()
-    return torch.cuda.use_mem_pool(_pool)
+    with torch.cuda.device(device):
+        if not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
+            torch.cuda.empty_cache()  # at least no cached block of the trusted side's is split for the arena
+            yield
+            return
+        if _pool is None:
+            _pool = torch.cuda.MemPool()
+        with torch.cuda.use_mem_pool(_pool):
+            yield
 
 
 def held_bytes() -> int:
@@ -74,8 +81,8 @@ def held_bytes() -> int:
     mapped file there) and where the pool cannot be read."""
     if _pool is None:
         return 0
-    torch.cuda.ipc_collect()
     try:
+        torch.cuda.ipc_collect()
         segments = torch.cuda.memory_snapshot(_pool.id)
     except Exception:  # an allocator that cannot describe one pool: nothing is known to be held
         return 0
@@ -109,7 +116,7 @@ class Arena:
         self.path: str | None = None
         self._handle: dict[str, Any] | None = None
         if device.type == "cuda":
-            with _ipc_pool_context():
+            with _ipc_pool_context(device):
                 self.buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
         else:
             self.buf, self.path = _mapped_file(nbytes, directory)
@@ -148,6 +155,8 @@ class Arena:
 
     def close(self) -> None:
         del self.buf
+        if self.path is None:  # a closed CUDA arena's export is never sent again
+            self._handle = None
         if self.path:
             with contextlib.suppress(OSError):
                 os.unlink(self.path)

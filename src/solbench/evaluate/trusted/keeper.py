@@ -94,9 +94,11 @@ class WorkerOutcome:
     candidate_log: str = ""
     candidate_restarts: int = 0
     phases: dict[str, float] = field(default_factory=dict)  # the worker's own before its first workload
-    #: the device memory the job's candidates left the worker holding, never handed back (``worker._held``), and
-    #: whether the worker retired for it after the job (the next job gets a fresh one)
+    #: the device memory the worker was left holding at the job's end, never handed back by candidates
+    #: (``worker._held``), what of it this job's added, and whether the worker retired for it after the job (the
+    #: next job gets a fresh one)
     held_bytes: int = 0
+    added_bytes: int = 0
     retired: bool = False
 
 
@@ -391,6 +393,7 @@ def _collect(judge: Judge, outcome: WorkerOutcome, pending: list, deadline: floa
             elif kind in ("lost", "done"):
                 if kind == "done":
                     outcome.held_bytes = int(msg.get("held_bytes") or 0)
+                    outcome.added_bytes = int(msg.get("added_bytes") or 0)
                     outcome.retired = bool(msg.get("retire"))
                 return kind, deadline
         if eof:

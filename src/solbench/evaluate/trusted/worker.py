@@ -13,6 +13,7 @@ and the comparison exist only in this process.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import importlib
 import json
@@ -237,6 +238,7 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
     candidates left it too much memory they never handed back: ``_held``)."""
     import torch
 
+    from solbench.evaluate.boundary.arena import held_bytes
     from solbench.evaluate.boundary.calls import set_tf32, set_threads
     from solbench.evaluate.isolation.sandbox import read_tail
     from solbench.evaluate.trusted.subjects import RemoteSubject
@@ -246,6 +248,7 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
 
     job = json.loads(Path(job_path).read_text())
     os.unlink(job_path)  # it holds the run's seed
+    before = held_bytes() if torch.cuda.is_initialized() else 0  # what earlier jobs' candidates left held
     problem = load_problem(job["problem_dir"])
     if job.get("extra_workloads"):
         from solbench.problems.workload import Workload
@@ -281,7 +284,7 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
         subject.close()
         if isinstance(subject, RemoteSubject):
             chan.send(type="candidate", subject=i, restarts=subject.restarts, log=read_tail(subject.log_path, 20000))
-    held = _held(torch, job)
+    held = _held(torch, job, before)
     if held.get("retire"):
         print(f"solbench: {held['held_bytes'] / 2 ** 20:.0f} MiB of device memory lent to candidates that never "
               "handed it back; this worker takes no further job", flush=True)
@@ -289,22 +292,26 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
     return 1 if held.get("retire") else 0
 
 
-def _held(torch, job: dict[str, Any]) -> dict[str, Any]:
+def _held(torch, job: dict[str, Any], before: int) -> dict[str, Any]:
     """What a job's end leaves allocated of the arenas' pool (``arena.held_bytes``: every subject is closed, so no
-    arena is open), and whether that is more than ``RETIRE_HELD_SHARE`` of the device's memory (the job's
-    ``retire_held_bytes`` where it sets a limit of its own): then this worker retires, the runner starts a fresh
-    one, and the memory goes back with its process. Nothing where none is held."""
+    arena is open), what of it the job added to the ``before`` it began with, and whether the whole is more than
+    ``RETIRE_HELD_SHARE`` of the device's memory (the job's ``retire_held_bytes`` where it sets a limit of its
+    own): then this worker retires, the runner starts a fresh one, and the memory goes back with its process.
+    Nothing where none is held."""
     from solbench.evaluate.boundary.arena import held_bytes
 
     if not torch.cuda.is_initialized():
         return {}
     held = held_bytes()
+    if held:  # an arena kept alive by a reference cycle of this process's is not held for a candidate
+        gc.collect()
+        held = held_bytes()
     if not held:
         return {}
     limit = job.get("retire_held_bytes")
     if limit is None:
         limit = RETIRE_HELD_SHARE * torch.cuda.get_device_properties(torch.device(job["device"])).total_memory
-    return {"held_bytes": held, "retire": held > limit}
+    return {"held_bytes": held, "added_bytes": max(0, held - before), "retire": held > limit}
 
 
 def _build(job: dict[str, Any], ctx: Context, chan: Channel) -> dict[int, Any]:

@@ -282,3 +282,14 @@ def test_a_trusted_worker_killed_for_memory_says_so(axpy):
     w = ev.workloads[0]
     assert w.verdict == "runtime_error" and {"out_of_memory", "trusted_worker_killed"} <= set(w.reasons), w
     assert "needs" in w.message and "GB" in w.message
+
+
+def test_a_candidate_on_a_named_gpu_sees_that_gpu_alone(tmp_path, monkeypatch):
+    """The candidate's environment pins it to the GPU its trusted worker is pinned to (``keeper.pinned``): with
+    ``cuda:1`` it would otherwise run on the first GPU while the worker times the second."""
+    from solbench.evaluate.runner import _sandbox
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    build = type("Build", (), {"env": {}})()
+    assert _sandbox(EvalOptions(device="cuda:1"), None, tmp_path, build)["env"]["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "CUDA_VISIBLE_DEVICES" not in _sandbox(EvalOptions(device="cpu"), None, tmp_path, build)["env"]

@@ -289,7 +289,7 @@ def _sandbox(opts: EvalOptions, store, private: Path, build: Carry) -> dict[str,
     directory ``private``), its mode and limits."""
     env = {"TMPDIR": str(private), "HOME": str(private), "TRITON_CACHE_DIR": str(private / "triton"),
            "TORCHINDUCTOR_CACHE_DIR": str(private / "inductor"), "SOLBENCH_CPU_THREADS": str(opts.cpu_threads),
-           **build.env, **profiling.candidate_env(private)}
+           **build.env, **profiling.candidate_env(private), **keeper.pinned(opts.device)[1]}  # the worker's GPU alone
     return dict(sandbox_view(store, opts.device), env=keeper.child_env(env), private=str(private), mode=opts.sandbox,
                 max_file_bytes=opts.max_file_bytes, max_address_space_bytes=opts.max_address_space_bytes)
 

@@ -170,3 +170,43 @@ def test_a_worker_holding_nothing_is_kept(monkeypatch, tmp_path):
                             tmp_path)
     assert not out.retired and out.held_bytes == 0 and out.added_bytes == 0
     assert FakeJudge.stops == [] and list(keeper._JUDGES) == ["cuda"]
+
+
+def test_a_named_gpu_is_the_only_one_its_worker_sees(monkeypatch):
+    """``--device cuda:N``: the worker and its candidates see that GPU alone, as device 0 (``pinned``), so that what
+    they do on the current device (synchronisations, streams, events) is done on it; the run keeps its own name."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert keeper.pinned("cuda:1") == ("cuda", {"CUDA_VISIBLE_DEVICES": "1"})
+    assert keeper.pinned("cuda") == ("cuda", {}) and keeper.pinned("cpu") == ("cpu", {})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,GPU-abc")
+    assert keeper.pinned("cuda:1") == ("cuda", {"CUDA_VISIBLE_DEVICES": "GPU-abc"})  # this process's device 1
+    env = keeper._worker_env("cuda:1")
+    assert env["CUDA_VISIBLE_DEVICES"] == "GPU-abc" and env["SOLBENCH_WORKER_DEVICE"] == "cuda"
+
+
+class EnvJudge(FakeJudge):
+    """A worker that says which device its job named, and answers every workload."""
+
+    jobs_seen: list[dict] = []
+
+    def submit(self, job_path) -> int:
+        job = json.loads(job_path.read_text())
+        EnvJudge.jobs_seen.append(job)
+        os.write(self._w, json.dumps({"type": "env", "device": job["device"]}).encode() + b"\n")
+        for subject, uuid in job["pairs"]:
+            os.write(self._w, json.dumps({"type": "workload", "subject": subject, "uuid": uuid,
+                                          "verdict": "passed"}).encode() + b"\n")
+        os.write(self._w, b'{"type": "done"}\n')
+        return 0
+
+
+def test_a_job_on_a_named_gpu_reaches_its_pinned_worker_as_the_first_device(monkeypatch, tmp_path):
+    monkeypatch.setattr(keeper, "Judge", EnvJudge)
+    monkeypatch.setattr(keeper, "_JUDGES", {})
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    FakeJudge.started, FakeJudge.stops, EnvJudge.jobs_seen = [None], [], []
+    out = keeper.run_worker({"device": "cuda:1", "subjects": [{"kind": "eager"}], "pairs": [[0, "w1"]]}, 30, 30,
+                            tmp_path)
+    assert [j["device"] for j in EnvJudge.jobs_seen] == ["cuda"]  # the worker's own view of it
+    assert FakeJudge.started[-1][0] == "cuda:1" and list(keeper._JUDGES) == ["cuda:1"]  # started pinned to it
+    assert out.environment["device"] == "cuda:1" and out.results[(0, "w1")].verdict == "passed"

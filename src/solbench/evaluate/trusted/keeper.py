@@ -47,10 +47,25 @@ def module_paths() -> list[str]:
     return paths
 
 
+def pinned(device: str) -> tuple[str, dict[str, str]]:
+    """``device`` as its trusted worker sees it, and what the worker's environment needs for that: ``cuda:N`` is
+    ``cuda`` in a worker that sees that GPU alone (CUDA_VISIBLE_DEVICES its entry), as a scheduler's slots are
+    pinned, so that everything the worker and its candidates do on the current device (synchronisations, streams,
+    events, Triton's launches) is done on the evaluation's GPU, not on the first one."""
+    if not device.startswith("cuda:"):
+        return device, {}
+    from solbench.hardware.telemetry import visible_entry
+
+    index = int(device.split(":", 1)[1])
+    entry = visible_entry(index)
+    return "cuda", {"CUDA_VISIBLE_DEVICES": entry if entry is not None else str(index)}
+
+
 def _worker_env(device: str) -> dict[str, str]:
-    """What the worker's environment holds besides the scrubbed one: its device, and where a profiling run
-    (``SOLBENCH_WORKER_PROFILE``, benchmarks only) wants its jobs' profiles; a candidate gets neither."""
-    env = {"SOLBENCH_WORKER_DEVICE": device, PARENT_ENV: str(os.getpid())}
+    """What the worker's environment holds besides the scrubbed one: its device (``pinned``), and where a profiling
+    run (``SOLBENCH_WORKER_PROFILE``, benchmarks only) wants its jobs' profiles; a candidate gets neither."""
+    inner, pin = pinned(device)
+    env = {"SOLBENCH_WORKER_DEVICE": inner, PARENT_ENV: str(os.getpid()), **pin}
     if os.environ.get(WORKER_VAR):
         env[WORKER_VAR] = os.environ[WORKER_VAR]
     return env
@@ -281,7 +296,7 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
     while pending and attempts <= len(job["pairs"]):
         attempts += 1
         job_path = workdir / f"job-{attempts}.json"
-        job_path.write_text(json.dumps(dict(job, pairs=pending)))
+        job_path.write_text(json.dumps(dict(job, pairs=pending, device=pinned(job["device"])[0])))
         spawned = time.perf_counter()
         judge = judge_for(job["device"], worker, env)
         try:
@@ -315,6 +330,8 @@ def run_worker(job: dict[str, Any], startup_timeout_s: float, workload_timeout_s
                 key[1], "runtime_error", ["crash"],
                 f"the trusted worker ended during this workload; log tail: {log_tail[-800:]}")
     outcome.elapsed_s = time.perf_counter() - started
+    if outcome.environment.get("device") == pinned(job["device"])[0]:
+        outcome.environment["device"] = job["device"]  # the run's name for it, not the pinned worker's
     return outcome
 
 

@@ -71,7 +71,9 @@ def test_help_is_plain_and_mistakes_are_one_line():
     assert "[required]" in solbench("experiment", "transfer", "--help").stdout
     assert solbench("--version").stdout.startswith("solbench ")
     for args, words in ((["eval", "--problem"], "requires an argument"), (["evl"], "No such command"),
-                        (["show", "rmsnorm", "--language", "fortran"], "there are starters for cuda_cpp")):
+                        (["show", "rmsnorm", "--language", "fortran"], "there are starters for cuda_cpp"),
+                        (["eval", "--problem", str(AXPY), "--solution", str(SOLUTIONS / "raises.py"), "--device",
+                          "cuda:x"], "unknown device 'cuda:x'")):
         res = solbench(*args)
         (line,) = lines_of(res.stderr)
         assert res.returncode == 2 and words in line and line.startswith("error:"), res.stderr

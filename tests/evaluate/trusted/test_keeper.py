@@ -178,6 +178,7 @@ def test_a_named_gpu_is_the_only_one_its_worker_sees(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert keeper.pinned("cuda:1") == ("cuda", {"CUDA_VISIBLE_DEVICES": "1"})
     assert keeper.pinned("cuda") == ("cuda", {}) and keeper.pinned("cpu") == ("cpu", {})
+    assert keeper.pinned("cuda:x") == ("cuda:x", {})  # not a device name: ``resolve_device`` says so
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,GPU-abc")
     assert keeper.pinned("cuda:1") == ("cuda", {"CUDA_VISIBLE_DEVICES": "GPU-abc"})  # this process's device 1
     env = keeper._worker_env("cuda:1")

@@ -52,7 +52,7 @@ def pinned(device: str) -> tuple[str, dict[str, str]]:
     ``cuda`` in a worker that sees that GPU alone (CUDA_VISIBLE_DEVICES its entry), as a scheduler's slots are
     pinned, so that everything the worker and its candidates do on the current device (synchronisations, streams,
     events, Triton's launches) is done on the evaluation's GPU, not on the first one."""
-    if not device.startswith("cuda:"):
+    if not (device.startswith("cuda:") and device[5:].isdigit()):
         return device, {}
     from solbench.hardware.telemetry import visible_entry
 

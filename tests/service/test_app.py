@@ -247,3 +247,26 @@ def test_an_ended_jobs_answer_is_kept_until_the_job_changes(tmp_path):
     for i in range(ENDED_VIEWS + 1):  # bounded: the oldest answers go first
         svc.view(failed.model_copy(update={"id": 100 + i}))
     assert len(svc.ended) == ENDED_VIEWS and svc.view(failed) is not first
+
+
+def test_metrics_count_the_memory_candidates_left_and_the_workers_retired_for_it():
+    """The scheduler's hook reads each evaluation's environment: what its candidates left the trusted worker
+    holding (``worker._held``) and whether the worker retired for it, as counters an operator can alert on."""
+    import json
+
+    from solbench.schedule.outcome import Outcome
+    from solbench.service.metrics import Metrics
+    from solbench.service.views import on_end
+
+    metrics = Metrics()
+    hook = on_end(metrics)
+    job = type("Job", (), {"started": 10.0, "created": 5.0})()
+    for env in ({"worker_held_added_bytes": 64 << 20, "worker_held_bytes": 64 << 20, "worker_retired": False},
+                {"worker_held_added_bytes": 1 << 30, "worker_held_bytes": 5 << 30, "worker_retired": True}, {}):
+        hook(None, job, Outcome("result", evaluation=json.dumps({"phases": {"timing": 1.5}, "environment": env})))
+    hook(None, job, Outcome("failed", message="the slot's process ended"))
+    text = metrics.render({}, None).decode()
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    assert float(values["solbench_worker_held_bytes_total"]) == (64 << 20) + (1 << 30)
+    assert float(values["solbench_worker_retirements_total"]) == 1.0
+    assert 'solbench_evaluation_phase_seconds_total{phase="timing"} 4.5' in text

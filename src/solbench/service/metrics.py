@@ -1,6 +1,6 @@
 """The service's metrics, in Prometheus' text format (``prometheus_client``, a registry per service): requests
-and their latency by route, jobs by state, evaluations by outcome and per hour, the time jobs wait and run, and
-each slot's state."""
+and their latency by route, jobs by state, evaluations by outcome and per hour, the time jobs wait and run, the
+memory candidates left trusted workers holding and the workers retired for it, and each slot's state."""
 
 from __future__ import annotations
 
@@ -31,15 +31,28 @@ class Metrics:
                              registry=r)
         self.phase = Counter("solbench_evaluation_phase_seconds", "evaluations' time by phase (sum)", ["phase"],
                              registry=r)
+        self.held = Counter("solbench_worker_held_bytes", "device memory evaluations' candidates left their trusted "
+                            "workers holding, never handed back", registry=r)
+        self.retired = Counter("solbench_worker_retirements", "trusted workers retired after a job for the memory "
+                               "their candidates left them holding", registry=r)
         self.busy = Gauge("solbench_slot_busy", "1 while the slot runs a job", ["slot"], registry=r)
         self.up = Gauge("solbench_slot_up", "0 while the slot rests after it could not start", ["slot"], registry=r)
 
-    def job_ended(self, queued_s: float, run_s: float, phases: dict[str, float]) -> None:
+    def job_ended(self, queued_s: float, run_s: float, phases: dict[str, float],
+                  environment: dict | None = None) -> None:
+        """A job's wait and run, its evaluation's phases, and what its environment says of the trusted worker
+        (the memory its candidates left it holding, whether it retired for it: ``worker._held``)."""
         self.waited.observe(queued_s)
         self.ran.observe(run_s)
         for name, seconds in phases.items():
             if isinstance(seconds, (int, float)) and seconds >= 0:
                 self.phase.labels(name).inc(seconds)
+        env = environment or {}
+        added = env.get("worker_held_added_bytes")
+        if isinstance(added, int) and added > 0:
+            self.held.inc(added)
+        if env.get("worker_retired") is True:
+            self.retired.inc()
 
     def render(self, counts: dict[str, int], scheduler) -> bytes:
         for state in ("queued", "running", "done", "failed", "cancelled"):

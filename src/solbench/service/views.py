@@ -122,15 +122,15 @@ def problem_list() -> list[dict]:
 
 
 def on_end(metrics):
-    """The scheduler's hook as each job ends: its wait, its run and its evaluation's phases into the metrics."""
+    """The scheduler's hook as each job ends: its wait, its run, its evaluation's phases and what its environment
+    says of the trusted worker into the metrics."""
     import json
     import time
 
     def hook(slot_, job, out) -> None:
         now = time.time()
-        phases = {}
-        if out.kind == "result" and out.evaluation:
-            phases = json.loads(out.evaluation).get("phases") or {}
-        metrics.job_ended(max(0.0, (job.started or now) - job.created), now - (job.started or now), phases)
+        evaluation = json.loads(out.evaluation) if out.kind == "result" and out.evaluation else {}
+        metrics.job_ended(max(0.0, (job.started or now) - job.created), now - (job.started or now),
+                          evaluation.get("phases") or {}, evaluation.get("environment") or {})
 
     return hook

@@ -47,15 +47,15 @@ def prestart_worker(device: str, language: str | None = None) -> None:
     worker reads no job before one is sent, and a device that turns out unavailable ends it with this process.
     ``auto`` needs torch to resolve: no early start; nor for a solution whose ``language`` cannot run on the device
     here (its evaluation is ``unsupported`` before any worker would be used)."""
-    if device not in ("cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
+    from solbench.evaluate.trusted import keeper
+
+    if device not in ("cpu", "cuda") and keeper.gpu_index(device) is None:
         return  # auto, or a name ``resolve_device`` refuses
     if language is not None:
         from solbench.evaluate.languages import get_language
 
         if get_language(language).unavailable(device):
             return
-    from solbench.evaluate.trusted import keeper
-
     keeper.judge_for(device)
 
 
@@ -71,7 +71,10 @@ def profile_mode(mode: str) -> str:
 
 def resolve_device(device: str) -> str:
     """``--device``: auto, cpu, cuda or cuda:N, checked against what this machine has."""
-    if device not in ("auto", "cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
+    from solbench.evaluate.trusted.keeper import gpu_index
+
+    index = gpu_index(device)
+    if device not in ("auto", "cpu", "cuda") and index is None:
         raise UserError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
     if device == "auto":
         import torch
@@ -82,7 +85,7 @@ def resolve_device(device: str) -> str:
 
         if not torch.cuda.is_available():
             raise UserError("--device cuda asked for, but no CUDA GPU is visible")
-        if ":" in device and int(device[5:]) >= torch.cuda.device_count():
+        if index is not None and index >= torch.cuda.device_count():
             raise UserError(f"--device {device}: this machine shows {torch.cuda.device_count()} CUDA GPU(s)")
     return device
 

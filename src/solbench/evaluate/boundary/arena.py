@@ -155,11 +155,11 @@ class Arena:
 
     def close(self) -> None:
         del self.buf
-        if self.path is None:  # a closed CUDA arena's export is never sent again
-            self._handle = None
         if self.path:
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
+        else:  # a closed CUDA arena's export is never sent again
+            self._handle = None
 
 
 def attach(handle: dict[str, Any]) -> torch.Tensor:

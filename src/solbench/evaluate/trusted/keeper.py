@@ -47,16 +47,21 @@ def module_paths() -> list[str]:
     return paths
 
 
+def gpu_index(device: str) -> int | None:
+    """N for a device named ``cuda:N``, else None (``cpu``, ``cuda``, or not a device's name)."""
+    return int(device[5:]) if device.startswith("cuda:") and device[5:].isdigit() else None
+
+
 def pinned(device: str) -> tuple[str, dict[str, str]]:
     """``device`` as its trusted worker sees it, and what the worker's environment needs for that: ``cuda:N`` is
     ``cuda`` in a worker that sees that GPU alone (CUDA_VISIBLE_DEVICES its entry), as a scheduler's slots are
     pinned, so that everything the worker and its candidates do on the current device (synchronisations, streams,
     events, Triton's launches) is done on the evaluation's GPU, not on the first one."""
-    if not (device.startswith("cuda:") and device[5:].isdigit()):
+    index = gpu_index(device)
+    if index is None:
         return device, {}
     from solbench.hardware.telemetry import visible_entry
 
-    index = int(device.split(":", 1)[1])
     entry = visible_entry(index)
     return "cuda", {"CUDA_VISIBLE_DEVICES": entry if entry is not None else str(index)}
 

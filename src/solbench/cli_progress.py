@@ -9,7 +9,7 @@ run stopped by a time limit leaves in its log the step it was in::
     [  157 s] solbench run on cuda (h100-sxm) 1/35 (ended: rmsnorm / triton), about 306 s left
 
 A bar's time left is its steps' mean so far times the steps left, counted from its first named step (the run's
-first evaluation, not the compiles ahead before it), or from its start where no step is named.
+first evaluation), or from its start where no step is named.
 
 Steps that run side by side (the compiles ahead) name the one that ended and its time::
 

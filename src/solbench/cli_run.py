@@ -6,7 +6,8 @@ evaluations run side by side (``--jobs``): timed ones never share a device, but 
 C++ example's first build is most of its check), as many at once as their estimated device memory allows
 (``evaluate.admission``). Timed evaluations run one after another while the native builds of later ones run on
 the cores the evaluation leaves (``--build-jobs``, ``evaluate.native.pool``); the run's torch.compile baselines
-are compiled on those cores too, side by side, before its first evaluation (``evaluate.compile_ahead``).
+are compiled on those cores too, side by side and beside the evaluations, running nothing on the device
+(``evaluate.compile_ahead``).
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
     """The evaluations one after another, the native builds of later ones running meanwhile on the cores the
     evaluation leaves (``evaluate.native.pool``), a job still building passed over for one ready
     (``BuildPool.ready_first``); a second bar counts the builds. Returned in the run's order."""
-    from solbench.cli_schedule import compile_first
+    from solbench.cli_schedule import start_compiles
     from solbench.evaluate.native import pool as build_pool
     from solbench.evaluate.runner import EvalOptions, evaluate
     from solbench.evaluate.trusted import keeper
@@ -181,6 +182,7 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
     builds = build_pool.solution_builds(jobs, dev, store) if spare else [None] * len(jobs)
     workers = min(spare, sum(b is not None for b in builds))
     evaluations = []
+    compiles = None
     try:
         if spare and theirs:
             build_pool.confine(mine)
@@ -192,7 +194,7 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
             for f in pool.futures if workers else []:
                 if f is not None:
                     f.add_done_callback(lambda _: progress.advance(built))
-            compile_first([p for p, _ in jobs], options, store, spare, theirs, progress)
+            compiles = start_compiles([p for p, _ in jobs], options, store, spare, theirs, progress)
             for i in pool.ready_first():
                 prob, sol = jobs[i]
                 progress.update(task, description=f"{prob.name} / {sol.name}")
@@ -200,6 +202,8 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
                 evaluations.append((i, evaluate(prob, sol, EvalOptions(**options), store=store, run_id=run_id)))
                 progress.advance(task)
     finally:
+        if compiles is not None:
+            compiles.stop()  # the run has ended (or was interrupted): none starts; those running end
         build_pool.confine(before)
     return [ev for _, ev in sorted(evaluations, key=lambda pair: pair[0])]  # the run's order, for its table
 

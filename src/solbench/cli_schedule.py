@@ -89,36 +89,40 @@ def scheduled(selected: list[tuple], options: dict[str, Any], store, run_id: int
 @contextlib.contextmanager
 def _builds_ahead(jobs: list[tuple], options: dict, store, build_jobs: int | None, slots: int,
                   progress) -> Iterator[None]:
-    """The native builds of the jobs on the cores the slots leave them (two per slot, at least four are the
-    slots'; ``evaluate.native.pool``), and before the block the run's torch.compile baselines compiled there
-    (``compile_first``); the slots' processes, started in the block, keep to the others."""
+    """The native builds of the jobs and the run's torch.compile baselines (``start_compiles``), on the cores the
+    slots leave them (two per slot, at least four are the slots'; ``evaluate.native.pool``), beside the block;
+    the slots' processes, started in the block, keep to the others."""
     from solbench.evaluate.native import pool as build_pool
 
     before = build_pool.available_cores()
     mine, theirs = build_pool.slot_split(slots)
     workers = len(theirs) if build_jobs is None else build_jobs
     builds = build_pool.solution_builds(jobs, options["device"], store) if workers and theirs else []
+    compiles = None
     try:
         if workers and theirs:
             build_pool.confine(mine)
         with build_pool.BuildPool(builds, min(workers, sum(b is not None for b in builds)), theirs):
-            compile_first([p for p, _ in jobs], options, store, workers, theirs, progress)
+            compiles = start_compiles([p for p, _ in jobs], options, store, workers, theirs, progress)
             yield
     finally:
+        if compiles is not None:
+            compiles.stop()  # the run has ended (or was interrupted): none starts; those running end
         build_pool.confine(before)
 
 
-def compile_first(problems: list, options: dict, store, workers: int, cores: set[int], progress) -> None:
-    """The run's torch.compile baselines compiled before its first evaluation, ``workers`` at once on ``cores``
-    (``evaluate.compile_ahead``: the caches they fill make the run's own compiles hits); nothing without spare
-    cores or where the run compiles nothing new."""
+def start_compiles(problems: list, options: dict, store, workers: int, cores: set[int], progress):
+    """The run's torch.compile baselines compiled beside its evaluations, ``workers`` at once on ``cores``, in the
+    run's order (``evaluate.compile_ahead``: the caches they fill make the run's own compiles hits, and a compile
+    baseline reached before its compile ahead ended waits for it); returns them under way (``Running``), or None
+    without spare cores or where the run compiles nothing new."""
     from solbench.evaluate import compile_ahead
     from solbench.evaluate.runner import EvalOptions
 
     opts = EvalOptions(**options)
     aheads = compile_ahead.plan(problems, opts, store) if workers and cores else []
     if not aheads:
-        return
+        return None
     task = progress.add_task("torch.compile baselines ahead", total=sum(len(a.uuids) for a in aheads))
-    compile_ahead.compile_ahead(aheads, opts, workers, cores, done=lambda unit, _: progress.update(
+    return compile_ahead.start(aheads, opts, workers, cores, done=lambda unit, _: progress.update(
         task, advance=1, ended=f"{unit.problem.name} / {unit.uuids[0]} in {unit.seconds:.0f} s"))

@@ -4,7 +4,7 @@ there are no spare cores."""
 
 from __future__ import annotations
 
-from solbench.cli_schedule import compile_first
+from solbench.cli_schedule import start_compiles
 from solbench.evaluate import compile_ahead
 from solbench.problems.problem import load_problem
 from tests.paths import AXPY
@@ -26,7 +26,7 @@ class Progress:
         self.ended.append(ended)
 
 
-def test_the_runs_compile_baselines_are_compiled_first_on_the_spare_cores(monkeypatch):
+def test_the_runs_compile_baselines_are_compiled_ahead_on_the_spare_cores(monkeypatch):
     calls = []
 
     def fake(aheads, opts, workers, cores=None, done=None, one=None):
@@ -34,19 +34,19 @@ def test_the_runs_compile_baselines_are_compiled_first_on_the_spare_cores(monkey
         for a in aheads:
             for uuid in a.uuids:  # one workload at a time, its time known once it ended
                 done(compile_ahead.Ahead(a.problem, [uuid], seconds=2.4), {uuid: "passed"})
-        return {}
+        return "under way"
 
-    monkeypatch.setattr(compile_ahead, "compile_ahead", fake)
+    monkeypatch.setattr(compile_ahead, "start", fake)
     axpy = load_problem(AXPY)
     uuids = [w.uuid for w in axpy.workloads_for("cpu")]
     progress = Progress()
     options = dict(device="cpu", baselines=("eager", "compile"), use_baseline_cache=True)
-    compile_first([axpy, axpy], options, None, 3, {5, 6, 7}, progress)
+    assert start_compiles([axpy, axpy], options, None, 3, {5, 6, 7}, progress) == "under way"  # not waited for
     assert calls == [([(axpy.name, uuids)], "cpu", ("eager", "compile"), 3, {5, 6, 7})]
     assert progress.tasks == {"torch.compile baselines ahead": 2} and progress.advanced == 2
     assert progress.ended == [f"{axpy.name} / {u} in 2 s" for u in uuids]  # each named with its time
 
     calls.clear()
-    compile_first([axpy], options, None, 0, set(), Progress())  # no spare cores: each evaluation compiles its own
-    compile_first([axpy], dict(options, baselines=("eager",)), None, 3, {5}, Progress())  # nothing to compile
+    assert start_compiles([axpy], options, None, 0, set(), Progress()) is None  # no spare cores: each compiles its own
+    assert start_compiles([axpy], dict(options, baselines=("eager",)), None, 3, {5}, Progress()) is None  # nothing
     assert calls == []

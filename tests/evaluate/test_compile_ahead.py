@@ -1,7 +1,8 @@
-"""The torch.compile baselines compiled ahead of a run (evaluate/compile_ahead.py): which problems it compiles,
-the pool with a fake compile (all at once up to its workers, each thread on the spare cores with a worker of its
-own, a failure left to the run), and on the CPU for real: the run's own compile of the baseline then writes
-nothing new to Inductor's cache (a hit). Waits are on events with a generous bound, never on the machine's speed."""
+"""The torch.compile baselines compiled ahead beside a run (evaluate/compile_ahead.py, ahead_marks.py): which
+problems it compiles, the pool with a fake compile (all at once up to its workers, each thread on the spare cores
+with a worker of its own, a failure left to the run, the run's order, the marks an evaluation waits on), and on the
+CPU for real: the run's own compile of the baseline then writes nothing new to Inductor's cache (a hit). Waits are
+on events with a generous bound, never on the machine's speed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from solbench.evaluate import compile_ahead
+from solbench.evaluate import ahead_marks, compile_ahead
 from solbench.evaluate.baselines import harness_digest
 from solbench.evaluate.compile_ahead import Ahead, plan
 from solbench.evaluate.runner import EvalOptions, evaluate
@@ -90,31 +91,56 @@ def test_the_pool_compiles_each_workload_side_by_side_on_the_spare_cores_with_a_
     assert compile_ahead.compile_ahead([], EvalOptions(device="cuda"), 4) == {}
 
 
-def test_the_compiles_of_the_problems_of_most_operations_start_first(monkeypatch):
-    """With one thread, the order the compiles start in: the references of most calls first (a sort weighing as
-    many as ``SLOW_OPS`` says), ties and sources that do not parse in the run's order."""
+def test_the_compiles_start_in_the_runs_order_and_an_evaluation_waits_only_for_its_own(monkeypatch, tmp_path):
+    """With one thread the compiles start in the run's order (the first problem's are the first an evaluation
+    needs); ``start`` returns at once, every workload marked until its own compile ahead has ended, so a wait for
+    a workload whose compile ended returns while another's still runs, and one for a running compile returns when
+    it ends."""
+    monkeypatch.setenv("SOLBENCH_LEASE_DIR", str(tmp_path))
     monkeypatch.setattr(keeper, "retire_judge", lambda key: None)
     monkeypatch.setattr(compile_ahead, "forget_tuning", lambda since: 0)
-    ran = []
+    ran, release = [], threading.Event()
 
     def fake(unit: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
         ran.append(unit.uuids[0])
+        if unit.uuids[0] == "b":
+            assert release.wait(WAIT_S)
+        return {unit.uuids[0]: "passed"}
+
+    aheads = [Ahead(SimpleNamespace(name="first"), ["a", "b"]), Ahead(SimpleNamespace(name="second"), ["c"])]
+    running = compile_ahead.start(aheads, EvalOptions(device="cpu"), 1, one=fake)
+    assert running is not None  # under way: "b" waits for the release
+    assert ahead_marks.wait_compiled("cpu", "first", ["a"], WAIT_S) < WAIT_S  # a's compile has ended
+    assert ahead_marks.wait_compiled("cpu", "first", ["b"], 0.2) >= 0.2  # b's has not: the wait ran to its limit
+    assert ahead_marks.wait_compiled("cpu", "other", ["b"], WAIT_S) < WAIT_S  # another problem's b is not marked
+    release.set()
+    assert ahead_marks.wait_compiled("cpu", "second", ["c"], WAIT_S) < WAIT_S  # c's ended after b's
+    assert running.wait() == {"first": {"a": "passed", "b": "passed"}, "second": {"c": "passed"}}
+    assert ran == ["a", "b", "c"]
+    assert compile_ahead.start([], EvalOptions(device="cpu"), 1, one=fake) is None
+
+
+def test_a_mark_another_run_holds_serves_and_a_stopped_run_leaves_none(monkeypatch, tmp_path):
+    monkeypatch.setenv("SOLBENCH_LEASE_DIR", str(tmp_path))
+    monkeypatch.setattr(keeper, "retire_judge", lambda key: None)
+    monkeypatch.setattr(compile_ahead, "forget_tuning", lambda since: 0)
+    other = ahead_marks.mark("cpu", "p", "a")  # another run compiles p / a ahead
+    assert other is not None and ahead_marks.mark("cpu", "p", "a") is None
+    started, release = threading.Event(), threading.Event()
+
+    def fake(unit: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
+        started.set()
+        assert release.wait(WAIT_S)
         return {}
 
-    def problem(name: str, source: str) -> SimpleNamespace:
-        return SimpleNamespace(name=name, reference_source=source)
-
-    small = problem("small", "def run(x):\n    return x.relu()\n")
-    large = problem("large", "def run(x, y):\n    return (x @ y).softmax(-1).mul(2).sum(0)\n")
-    broken = problem("broken", "def run(x:\n")
-    tie = problem("tie", "def run(x):\n    return x.exp()\n")
-    sort = problem("sort", "import torch\ndef run(x):\n    return torch.sort(x, dim=-1).values\n")
-    aheads = [Ahead(small, ["s1", "s2"]), Ahead(broken, ["b"]), Ahead(large, ["l1", "l2"]), Ahead(tie, ["t"]),
-              Ahead(sort, ["o"])]
-    compile_ahead.compile_ahead(aheads, EvalOptions(device="cuda"), 1, one=fake)
-    assert ran == ["o", "l1", "l2", "s1", "s2", "t", "b"]
-    assert [compile_ahead.compile_weight(p) for p in (small, large, broken, sort)] == [
-        1, 3, 0, compile_ahead.SLOW_OPS["sort"]]
+    running = compile_ahead.start([Ahead(SimpleNamespace(name="p"), ["a", "b", "c"])], EvalOptions(device="cpu"),
+                                  1, one=fake)
+    assert started.wait(WAIT_S)
+    release.set()
+    running.stop()  # a stops here: b and c never start, and their marks go
+    assert ahead_marks.wait_compiled("cpu", "p", ["b", "c"], WAIT_S) < WAIT_S
+    ahead_marks.unmark(other)
+    assert ahead_marks.wait_compiled("cpu", "p", ["a"], WAIT_S) < WAIT_S
 
 
 def test_an_interruption_starts_no_further_compile(monkeypatch):
@@ -181,7 +207,7 @@ def test_the_runs_own_compile_of_the_baseline_is_a_cache_hit_after_the_compile_a
         keeper.retire_judge(device)
 
 
-def test_a_compile_ahead_is_a_check_of_one_draw_under_a_shared_lease_and_a_bounded_time(monkeypatch):
+def test_a_compile_ahead_compiles_only_under_no_lease_and_a_bounded_time(monkeypatch):
     import contextlib
 
     from solbench.evaluate import lease
@@ -205,6 +231,7 @@ def test_a_compile_ahead_is_a_check_of_one_draw_under_a_shared_lease_and_a_bound
     uuid = axpy.workloads_for("cuda")[0].uuid
     assert compile_ahead.compile_one(Ahead(axpy, [uuid]), EvalOptions(device="cuda"), "k") == {uuid: "passed"}
     (job, limit, key, env), = sent
-    assert held == [("cuda", False)] and limit == compile_ahead.AHEAD_LIMIT_S and key == "k"
+    assert held == [] and limit == compile_ahead.AHEAD_LIMIT_S and key == "k"  # no device work: no lease
     assert env == compile_ahead.AHEAD_ENV and job["subjects"] == [{"kind": "compile"}]
-    assert job["draws"] == 1 and job["time"] is False and job["pairs"] == [[0, uuid]]
+    assert job["compile_only"] is True and job["draws"] == 1 and job["time"] is False
+    assert job["pairs"] == [[0, uuid]]

@@ -1,5 +1,6 @@
 """Input generation by role: realistic, valid and reproducible."""
 
+import pytest
 import torch
 
 from solbench.problems.definition import Definition
@@ -360,3 +361,55 @@ def test_a_batchs_rope_tables_are_each_sets_own_and_computed_at_once():
         alone = make_input_sets(d, w, _set_seed(7, j), 1, "cpu")[0]
         assert torch.equal(sets[j][1], alone[1]) and torch.equal(sets[j][2], alone[2])
         assert torch.equal(alone[1], _rope("rope_cos", (5, 16), torch.device("cpu"), torch.float32, [_set_seed(7, j)]))
+
+
+# ---- input shells: what a compile ahead traces on, with no device work ---------------------------------------------
+
+def _meta(x):
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), x.dtype, x.stride(), x.storage_offset(), x.device.type)
+    return ("value", type(x))
+
+
+def test_shells_have_every_draws_shapes_dtypes_and_layouts_and_the_workloads_fixed_values():
+    """Every problem of the full suite, each workload's smallest in elements: a shell set and a draw agree in what
+    a compiler keys on (a tensor's shape, dtype, strides, offset and device; a plain value's type, and its value
+    where the workload fixes it)."""
+    from solbench.problems.inputs import input_shells
+    from solbench.problems.suite import select_problems
+    from solbench.problems.workload import CustomInput, ScalarInput
+
+    checked = 0
+    for problem in select_problems("full"):
+        d = problem.definition
+        workloads = [w for w in problem.workloads
+                     if not any(isinstance(s, CustomInput) for s in w.inputs.values())]
+        if not workloads:
+            continue
+        w = min(workloads, key=lambda w: sum(torch.Size(d.shape_of(s, d.resolve_axes(w.axes))).numel()
+                                             for s in d.inputs.values() if s.shape is not None))
+        shells = input_shells(d, w, "cpu", problem.directory)
+        drawn = make_inputs(d, w, 7, "cpu", problem.directory)
+        assert [_meta(x) for x in shells] == [_meta(x) for x in drawn], problem.name
+        for (name, spec), shell, x in zip(d.inputs.items(), shells, drawn):
+            if isinstance(w.inputs.get(name), ScalarInput) and spec.shape is None:
+                assert shell == x, (problem.name, name)
+        checked += 1
+    assert checked >= 100
+
+
+def test_shells_of_custom_inputs_are_refused_and_safetensors_read_on_the_host(tmp_path):
+    from safetensors.torch import save_file
+
+    from solbench.problems.inputs import input_shells
+
+    save_file({"w": torch.arange(6.0, dtype=torch.float64).reshape(2, 3)}, str(tmp_path / "w.safetensors"))
+    d = _defn({"w": {"shape": ["T", "T"], "dtype": "float32"}, "eps": {"shape": None, "dtype": "float32"}}, AXES)
+    w = Workload.model_validate({"uuid": "w", "axes": {"T": 2}, "inputs": {
+        "w": {"type": "safetensors", "path": "w.safetensors", "tensor_key": "w"},
+        "eps": {"type": "scalar", "value": 1e-6}}})
+    t, eps = input_shells(d, w, "cpu", tmp_path)
+    assert (tuple(t.shape), t.dtype, eps) == ((2, 3), torch.float64, 1e-6)  # the file's shape and dtype
+    custom = Workload.model_validate({"uuid": "c", "axes": {"T": 3}, "inputs": {"w": {"type": "custom"}}})
+    with pytest.raises(ValueError, match="custom inputs"):
+        input_shells(d, custom, "cpu")

@@ -1,31 +1,26 @@
-"""The torch.compile baselines compiled ahead of a run, side by side on the host's spare cores.
+"""The torch.compile baselines compiled ahead of their evaluations, on the host's spare cores, beside the run.
 
 A run's first evaluation of each problem measures its baselines, and the reference under ``torch.compile``
 (``dynamic=False``: one compile per workload) is compiled there, one workload after another, in the device's
 trusted worker: on a fresh H200 the starter suite's compiles took minutes of the main job while the host's
-cores sat idle. Before the run's evaluations start, ``compile_ahead`` runs the same baselines as check-only jobs
-(one draw, nothing timed) in trusted workers of their own, several at once, each confined to the cores the
-evaluation leaves. Their compiles fill Inductor's and Triton's caches on disk, which the run's own trusted
-worker then reads: the same code in the same kind of process compiles the same graph for the same shapes, so
-its compile is a cache hit (Inductor's key ignores how many compile threads a process has: the workers ahead
-compile with one each, so that they do not start a pool of compilers apiece).
+cores sat idle. When the run starts, ``start`` compiles the same baselines in trusted workers of their own,
+several at once, each confined to the cores the evaluation leaves. Their compiles fill Inductor's and Triton's
+caches on disk, which the run's own trusted worker then reads: the same code in the same kind of process
+compiles the same graph for the same shapes, so its compile is a cache hit (Inductor's key ignores how many
+compile threads a process has: the workers ahead compile with one each, so that they do not start a pool of
+compilers apiece).
 
-This is a barrier, not an overlap: the workers ahead use the device (a compiled graph runs once, and Triton
-tunes its kernels' launch configurations on it), and timing is exclusive on its GPU, so they run before the
-first evaluation, each holding the device's lease shared (``lease``): never beside another process's timing.
-Nothing they produce is believed: the run's baselines are measured as always, and a compile ahead that failed
-(out of memory beside the others, a reference that does not compile) only leaves the run's compile to be done
-where it always was. The launch configurations Triton chose in the workers ahead were benchmarked beside one
-another on a shared device, so they are forgotten at the end (``forget_tuning``): the run's worker tunes its
-kernels again, alone on the device, as it did without the compiles ahead.
-
-The longest compiles start first (``compile_weight``): in the suite's order, the last few compiles of a fresh H100's
-main job ran alone for 23 of the barrier's 60 s while the other cores sat idle.
+The compiles ahead run beside the run's evaluations and their timing, so they do no device work: a worker ahead
+traces the reference on input shells and compiles it without running it (``trusted.compile_only``); it holds
+no device lease. The run's evaluations take the problems in the run's order, so the compiles ahead do too: the
+first problem's are the first needed. An evaluation that reaches a compile baseline whose compile ahead is still
+running waits for it (``ahead_marks``) rather than compiling it a second time. Nothing they produce is believed:
+the run's baselines are measured as always, and a compile ahead that failed (a reference that does not compile,
+or breaks its graph) only leaves the run's compile to be done where it always was.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import os
 import secrets
@@ -37,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from solbench import tempdirs
-from solbench.evaluate import lease
+from solbench.evaluate import ahead_marks
 from solbench.evaluate.baselines import default_baselines, harness_digest
 from solbench.evaluate.native.pool import confine
 from solbench.evaluate.runner import EVAL_PREFIX, EvalOptions, select_workloads, worker_job
@@ -83,95 +78,119 @@ def plan(problems: list[Problem], opts: EvalOptions, store=None) -> list[Ahead]:
 
 
 def compile_one(ahead: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
-    """``ahead``'s compile baselines, checked on one draw and not timed, on the trusted worker ``key``: uuid ->
-    verdict (what the run's own compile will then find in the caches)."""
+    """``ahead``'s compile baselines compiled on input shells and never run (``trusted.compile_only``), on the
+    trusted worker ``key``: uuid -> verdict (what the run's own compile will then find in the caches)."""
     checked = dataclasses.replace(opts, draws=1, time_candidate=False, progress=None, workloads=ahead.uuids)
     job = worker_job(ahead.problem, [{"kind": "compile"}], [(0, u) for u in ahead.uuids], checked,
                      secrets.randbits(63))
+    job["compile_only"] = True
     owner = tempdirs.private_dir(EVAL_PREFIX)
     try:
-        with lease.hold(opts.device, exclusive=False):
-            outcome = keeper.run_worker(job, opts.startup_timeout_s, AHEAD_LIMIT_S, owner.path, key=key,
-                                        env=AHEAD_ENV)
+        outcome = keeper.run_worker(job, opts.startup_timeout_s, AHEAD_LIMIT_S, owner.path, key=key, env=AHEAD_ENV)
     finally:
         owner.close()
     return {uuid: report.verdict for (_, uuid), report in outcome.results.items()}
 
 
+class Running:
+    """Compiles ahead under way (``start``): ``wait()`` for their verdicts (problem -> uuid -> verdict), ``stop()``
+    to start no further one and wait for those running."""
+
+    def __init__(self, units: list[Ahead], opts: EvalOptions, workers: int, cores: set[int] | None,
+                 done: Callable[[Ahead, dict[str, str]], Any] | None,
+                 one: Callable[[Ahead, EvalOptions, str], dict[str, str]]):
+        self.units, self.opts, self.done, self.one = units, opts, done, one
+        self.out: dict[str, dict] = {u.problem.name: {} for u in units}
+        self.stopped = threading.Event()
+        self.error: BaseException | None = None
+        self._keys: set[str] = set()
+        self._lock = threading.Lock()
+        # every unit marked before any starts: an evaluation that gets to one first waits for it (``ahead_marks``)
+        self._marks = {id(u): ahead_marks.mark(opts.device, u.problem.name, u.uuids[0]) for u in units}
+        self._started = time.time()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(units))),
+                                        thread_name_prefix="solbench-compile", initializer=confine,
+                                        initargs=(cores,))
+        self._futures = [(u, self._pool.submit(self._run, u)) for u in units]
+        self._waiter = threading.Thread(target=self._collect, name="solbench-compile-ahead", daemon=True)
+        self._waiter.start()
+
+    def _run(self, unit: Ahead) -> dict[str, str]:
+        try:
+            if self.stopped.is_set():
+                return {}
+            key = self.opts.device + KEY + threading.current_thread().name.rsplit("_", 1)[-1]
+            with self._lock:
+                self._keys.add(key)
+            began = time.monotonic()
+            try:
+                verdicts = self.one(unit, self.opts, key)
+            except Exception:  # noqa: BLE001 - the run's own compile is then done where it always was
+                verdicts = {}
+            except BaseException:  # an interruption: no further compile starts
+                self.stopped.set()
+                raise
+            unit.seconds = time.monotonic() - began
+        finally:
+            ahead_marks.unmark(self._marks.pop(id(unit)))
+        if self.done is not None:
+            self.done(unit, verdicts)
+        return verdicts
+
+    def _collect(self) -> None:
+        try:
+            for unit, future in self._futures:
+                self.out[unit.problem.name].update(future.result())
+        except BaseException as exc:  # noqa: BLE001 - raised by ``wait``
+            self.error = exc
+            self.stopped.set()
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            for fd in list(self._marks.values()):  # units cancelled before they started
+                ahead_marks.unmark(fd)
+            self._marks.clear()
+            for key in self._keys:
+                keeper.retire_judge(key)
+            forget_tuning(self._started)
+
+    def wait(self) -> dict[str, dict]:
+        self._waiter.join()
+        if self.error is not None:
+            raise self.error
+        return self.out
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self._waiter.join()
+
+
+def start(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: set[int] | None = None,
+          done: Callable[[Ahead, dict[str, str]], Any] | None = None,
+          one: Callable[[Ahead, EvalOptions, str], dict[str, str]] = compile_one) -> Running | None:
+    """Every workload of ``aheads`` compiled on its own (a problem's workloads side by side too), in the order of
+    ``aheads`` (the run's), on ``workers`` threads confined to ``cores``, each thread with a trusted worker of its
+    own (kept from one workload to the next, retired at the end); returns at once, every workload marked
+    (``ahead_marks``) until its compile ahead has ended. ``done(unit, verdicts)`` after each workload
+    (``unit.seconds``: its time). None where there is nothing to compile."""
+    units = [Ahead(a.problem, [uuid]) for a in aheads for uuid in a.uuids]
+    if not units or workers < 1:
+        return None
+    return Running(units, opts, workers, cores, done, one)
+
+
 def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: set[int] | None = None,
                   done: Callable[[Ahead, dict[str, str]], Any] | None = None,
                   one: Callable[[Ahead, EvalOptions, str], dict[str, str]] = compile_one) -> dict[str, dict]:
-    """Every workload of ``aheads`` on its own (a problem's workloads compile side by side too), on ``workers``
-    threads confined to ``cores``, each thread with a trusted worker of its own (kept from one workload to the
-    next, retired at the end); returns when all have ended: problem -> uuid -> verdict (none for a workload whose
-    compile ahead failed). ``done(unit, verdicts)`` after each workload (``unit.seconds``: its time). An
+    """``start`` and wait: problem -> uuid -> verdict (none for a workload whose compile ahead failed). An
     interruption (Ctrl-C) starts no further compile and is raised once the running ones have ended."""
-    units = [Ahead(a.problem, [uuid]) for a in aheads for uuid in a.uuids]
-    weights = {a.problem.name: compile_weight(a.problem) for a in aheads}
-    units.sort(key=lambda u: -weights[u.problem.name])  # the longest first; stable: the suite's order otherwise
-    if not units or workers < 1:
+    running = start(aheads, opts, workers, cores, done, one)
+    if running is None:
         return {}
-    started = time.time()
-    keys: set[str] = set()
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def run(unit: Ahead) -> dict[str, str]:
-        if stop.is_set():
-            return {}
-        key = opts.device + KEY + threading.current_thread().name.rsplit("_", 1)[-1]
-        with lock:
-            keys.add(key)
-        began = time.monotonic()
-        try:
-            verdicts = one(unit, opts, key)
-        except Exception:  # noqa: BLE001 - the run's own compile is then done where it always was
-            verdicts = {}
-        unit.seconds = time.monotonic() - began
-        if done is not None:
-            done(unit, verdicts)
-        return verdicts
-
-    pool = ThreadPoolExecutor(max_workers=min(workers, len(units)), thread_name_prefix="solbench-compile",
-                              initializer=confine, initargs=(cores,))
-    out: dict[str, dict] = {a.problem.name: {} for a in aheads}
     try:
-        for unit, future in [(u, pool.submit(run, u)) for u in units]:
-            out[unit.problem.name].update(future.result())
+        return running.wait()
     except BaseException:
-        stop.set()
+        running.stop()
         raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        for key in keys:
-            keeper.retire_judge(key)
-        forget_tuning(started)
-    return out
-
-
-#: operations whose Inductor kernels (sorts, scans) compile and tune for long: each weighs this many calls. On a fresh
-#: H100 (2026-12-06) moe_topk_softmax's compiles (9 calls, one a sort) took up to 29 s each, the attention and
-#: mamba2_chunk_scan ones (14 to 43 calls) 8 to 19 s on average, the rest about 1 s
-SLOW_OPS = {"sort": 20, "argsort": 20, "topk": 20, "kthvalue": 20, "msort": 20, "cumsum": 10, "cumprod": 10,
-            "logcumsumexp": 10}
-
-
-def compile_weight(problem: Problem) -> int:
-    """How long a workload of ``problem`` takes to compile, as an order (not a time): the calls in its reference's
-    source, each an operation Inductor traces, lowers and may give a kernel of its own, a sort or scan weighing more
-    (``SLOW_OPS``); 0 for a source that does not parse. On the starter suite it ranks mamba2_chunk_scan (43 calls),
-    moe_topk_softmax (a sort) and the attention problems first, the elementwise ones (5 to 7 calls) last."""
-    try:
-        tree = ast.parse(getattr(problem, "reference_source", "") or "")
-    except SyntaxError:
-        return 0
-    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
-    return sum(SLOW_OPS.get(_called(node.func), 1) for node in calls)
-
-
-def _called(func: ast.expr) -> str:
-    """The name a call calls (``torch.sort`` and ``x.sort``: "sort")."""
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def inductor_cache() -> Path:

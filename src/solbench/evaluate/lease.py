@@ -43,10 +43,12 @@ def lease_dir() -> Path:
     return Path(os.environ.get("SOLBENCH_LEASE_DIR") or tempfile.gettempdir()) / "solbench-leases"
 
 
-def _open(folder: Path, name: str) -> int:
+def lock_file(name: str, folder: Path | None = None) -> int:
     """The lease file, opened read-only (enough for ``flock``, and for another user's file): created where
     missing, never through a link. A folder that is a link, or not this user's or root's, is not used: then
-    this user's own (``solbench-leases-<uid>``), which keeps evaluations of this user apart but not of others."""
+    this user's own (``solbench-leases-<uid>``), which keeps evaluations of this user apart but not of others.
+    ``folder``: ``lease_dir()`` unless given."""
+    folder = folder or lease_dir()
     try:
         folder.mkdir(mode=0o1777, parents=True, exist_ok=True)
         st = os.lstat(folder)
@@ -76,7 +78,7 @@ def hold(device: str, exclusive: bool = True) -> Iterator[None]:
         with _cpu if exclusive else contextlib.nullcontext():
             yield
         return
-    fd = _open(lease_dir(), name)
+    fd = lock_file(name)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield

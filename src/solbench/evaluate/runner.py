@@ -21,7 +21,7 @@ from typing import Any, Callable
 from solbench import caches, tempdirs
 from solbench.analysis.heldout import HELDOUT_PREFIX
 from solbench.analysis.roofline import Work, count_work
-from solbench.evaluate import build_cache, lease, triton_cache
+from solbench.evaluate import ahead_marks, build_cache, lease, triton_cache
 from solbench.evaluate.baselines import default_baselines, harness_digest, measure_baselines
 from solbench.evaluate.integrity import linked
 from solbench.evaluate.integrity.language import profile_mode
@@ -53,6 +53,8 @@ EVAL_PREFIX = "solbench-eval-"
 TRUSTED_LOG = "\n--- trusted worker ---\n"
 #: correctness draws of a trusted baseline (a solution gets ``EvalOptions.draws``)
 BASELINE_DRAWS = 1
+#: the longest a run's compile baseline waits for its compile ahead (``ahead_marks``) before compiling it itself
+AHEAD_WAIT_S = 300.0
 
 
 @dataclass
@@ -162,6 +164,8 @@ def _baselines(problem: Problem, uuids: list[str], opts: EvalOptions, seed: int,
 
     def run(subjects, pairs):  # a trusted baseline is checked on one draw (the reference, compiled or not, or the
         # problem's own baseline.py): its timing is what it is measured for
+        if {"kind": "compile"} in subjects:  # a compile ahead of these workloads still running: its caches serve
+            ahead_marks.wait_compiled(opts.device, problem.name, [u for _, u in pairs], AHEAD_WAIT_S)
         job = worker_job(problem, subjects, pairs, dataclasses.replace(opts, draws=BASELINE_DRAWS), seed)
         return keeper.run_worker(job, opts.startup_timeout_s, opts.workload_timeout_s, workdir)
 

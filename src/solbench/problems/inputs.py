@@ -357,6 +357,34 @@ def make_input_sets(definition: Definition, workload: Workload, seed: int, count
     return sets
 
 
+def input_shells(definition: Definition, workload: Workload, device: str | torch.device,
+                 problem_dir: Path | None = None) -> list[Any]:
+    """The inputs of one draw as a compiler sees them, with no device work: each tensor allocated (``torch.empty``,
+    no kernel runs) with the shape, dtype and layout a draw gives it, plain values as the workload fixes them (a
+    random one at the low end of its range), a safetensors input's shape and dtype read on the host. What a
+    ``torch.compile`` of the reference traces and keys its cache on is the same as for a draw; the values are
+    whatever the memory held. Raises ``ValueError`` for custom inputs (only their entry point knows them)."""
+    device = torch.device(device)
+    axes = definition.resolve_axes(workload.axes)
+    sources = workload.inputs
+    if any(isinstance(s, CustomInput) for s in sources.values()):
+        raise ValueError("custom inputs are known only by drawing them")
+    out: list[Any] = []
+    for name, spec in definition.inputs.items():
+        src = sources.get(name)
+        if isinstance(src, SafetensorsInput):
+            t = _load_safetensors(src, problem_dir, "cpu")
+            out.append(torch.empty(t.shape, dtype=t.dtype, device=device))
+        elif spec.shape is not None:
+            out.append(torch.empty(definition.shape_of(spec, axes), dtype=torch_dtype(spec.dtype), device=device))
+        elif isinstance(src, ScalarInput):
+            out.append(src.value)
+        else:
+            lo = _range(spec, axes, (0.5, 1.5))[0]
+            out.append(int(lo) if spec.dtype in INTEGER else float(lo))
+    return out
+
+
 def _largest(definition: Definition, axes: dict[str, int]) -> int:
     """The most elements of any tensor input of one set."""
     return max((math.prod(definition.shape_of(spec, axes)) for spec in definition.inputs.values()

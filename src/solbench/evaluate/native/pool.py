@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator
 #: cores the evaluation keeps, and the fewest a host needs for a pool
 EVALUATION_CORES = 4
 MIN_CORES = 8
-#: the niceness a build thread takes (``build_thread``): the compiles ahead of a run's first evaluation go first
+#: the niceness a build thread takes (``build_thread``): the compiles ahead, which evaluations may wait for, go first
 BUILD_NICE = 10
 
 Build = Callable[[], Any]

@@ -220,7 +220,7 @@ def main(cmd_fd: int, result_fd: int) -> int:
     commands = os.fdopen(cmd_fd, "r")
     try:
         for line in commands:
-            if torch.cuda.is_initialized() and not cuda_healthy(torch):
+            if torch.cuda.is_initialized() and _RAN[0] and not cuda_healthy(torch):
                 return 1  # the runner starts a fresh worker
             if profiled(_serve, line.strip(), chan, zygote) != 0:
                 return 1
@@ -231,6 +231,11 @@ def main(cmd_fd: int, result_fd: int) -> int:
         if zygote is not None:
             zygote.close()
     return 0
+
+
+#: whether this worker's last job ran work on its device: the health check before the next one launches kernels
+#: itself, which a worker that only compiled ahead (``compile_only``: beside another evaluation's timing) must not
+_RAN = [False]
 
 
 def _serve(job_path: str, chan: Channel, zygote) -> int:
@@ -248,6 +253,7 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
 
     job = json.loads(Path(job_path).read_text())
     os.unlink(job_path)  # it holds the run's seed
+    _RAN[0] = not job.get("compile_only")
     before = held_bytes() if torch.cuda.is_initialized() else 0  # what earlier jobs' candidates left held
     problem = load_problem(job["problem_dir"])
     if job.get("extra_workloads"):
@@ -270,7 +276,12 @@ def _serve(job_path: str, chan: Channel, zygote) -> int:
             result.update(not_run(*ended[subject_index]))
             chan.send(**result)
             continue
-        result.update(judge_workload(ctx, subject, uuid))
+        if job.get("compile_only"):  # a compile ahead: the compile baseline compiled, nothing run or judged
+            from solbench.evaluate.trusted.compile_only import compile_workload
+
+            result.update(compile_workload(ctx, uuid))
+        else:
+            result.update(judge_workload(ctx, subject, uuid))
         if getattr(subject, "timed_out", False) and not job.get("run_after_timeout"):
             ended[subject_index] = (uuid, "timeout")
         elif result.get("verdict") == "reward_hack" and not job.get("run_after_reward_hack"):

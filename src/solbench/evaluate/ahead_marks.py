@@ -1,0 +1,66 @@
+"""Marks of the torch.compile baselines still being compiled ahead (``compile_ahead``), which the run's own compile
+of the same workload waits for.
+
+The compiles ahead run beside the run's evaluations, not before them. Where an evaluation reaches a workload's
+compile baseline while its compile ahead is still running, compiling it again in the trusted worker would take as
+long and use the core that feeds the device; so the run waits for the compile ahead to end and then finds its
+result in the caches. A mark is an exclusive ``flock`` on a file named for (device, problem, workload) in the
+lease folder, taken for every planned workload before the first compile ahead starts and released when that
+workload's compile ahead has ended (compiled, failed or given up): a killed holder releases it too. A wait is
+bounded: past its limit the run compiles as it always did.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import time
+
+from solbench.evaluate import lease
+
+#: how often a waiting run looks at a mark again
+POLL_S = 0.05
+
+
+def _name(device: str, problem: str, uuid: str) -> str:
+    key = f"{lease.lease_name(device) or 'cpu'}:{problem}:{uuid}"
+    return "compile-" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def mark(device: str, problem: str, uuid: str) -> int | None:
+    """Take the mark of (``device``, ``problem``, ``uuid``): an open file holding the exclusive lock (``unmark``
+    releases it), its descriptor; None where another holds it (another run compiles the same workload ahead: its
+    mark serves)."""
+    fd = lease.lock_file(_name(device, problem, uuid))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def unmark(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
+
+
+def wait_compiled(device: str, problem: str, uuids: list[str], limit_s: float) -> float:
+    """Wait until no compile ahead of ``problem``'s ``uuids`` on ``device`` is running, at most ``limit_s`` in all;
+    the seconds waited."""
+    began = time.monotonic()
+    for uuid in uuids:
+        fd = lease.lock_file(_name(device, problem, uuid))
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() - began >= limit_s:
+                        return time.monotonic() - began
+                    time.sleep(POLL_S)
+        finally:
+            os.close(fd)
+    return time.monotonic() - began

@@ -1,0 +1,99 @@
+"""A compile baseline compiled and never run (evaluate/trusted/compile_only.py), in-process on the CPU: Inductor
+compiles the reference's graph (its cache gets the entry the run's compile will hit: tests/evaluate/
+test_compile_ahead.py), the compiled graph never runs (a side effect of the reference, which Dynamo replays only
+after its graph has run, never happens), and a reference that breaks its graph fails instead of running its eager
+parts on the shells."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from solbench.evaluate.phases import Phases
+from solbench.evaluate.trusted import compile_only
+from solbench.problems.problem import load_problem
+from tests.paths import AXPY
+
+SEEN: list[int] = []
+
+
+def _ctx(reference):
+    axpy = load_problem(AXPY)
+    return SimpleNamespace(definition=axpy.definition, problem=axpy, dev=torch.device("cpu"), reference=reference,
+                           phases=Phases()), axpy.workloads_for("cpu")[0].uuid
+
+
+def _noted(x, y, alpha):
+    SEEN.append(1)  # a side effect: applied by Dynamo only once the compiled graph has run
+    return alpha * x + y
+
+
+def _broken(x, y, alpha):
+    if float(x.sum()) > 0:  # data-dependent: a graph break
+        return x
+    return alpha * x + y
+
+
+def test_the_graph_is_compiled_by_inductor_and_never_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    compiled = []
+    real = compile_only.backend
+
+    def counting(gm, example_inputs):
+        compiled.append(len(gm.graph.nodes))
+        return real(gm, example_inputs)
+
+    monkeypatch.setattr(compile_only, "backend", counting)
+    SEEN.clear()
+    ctx, uuid = _ctx(_noted)
+    out = compile_only.compile_workload(ctx, uuid)
+    assert out["verdict"] == "passed", out
+    assert compiled and SEEN == []  # compiled once; the side effect never happened: nothing ran
+    assert any(Path(tmp_path).rglob("*")), "Inductor wrote nothing to its cache"
+    torch._dynamo.reset()
+    assert torch.compile(_noted)(torch.ones(3), torch.ones(3), 2.0).tolist() == [3.0] * 3 and SEEN == [1]
+
+
+def test_a_reference_that_breaks_its_graph_is_left_to_the_run():
+    ctx, uuid = _ctx(_broken)
+    out = compile_only.compile_workload(ctx, uuid)
+    assert out["verdict"] == "runtime_error" and out["reasons"] == ["exception"]
+
+
+def test_custom_inputs_are_left_to_the_run(monkeypatch):
+    ctx, uuid = _ctx(_noted)
+
+    def refuse(*args, **kwargs):
+        raise ValueError("custom inputs are known only by drawing them")
+
+    monkeypatch.setattr("solbench.problems.inputs.input_shells", refuse)
+    assert compile_only.compile_workload(ctx, uuid)["verdict"] == "unsupported"
+
+
+@pytest.mark.gpu
+def test_a_compile_on_the_gpu_runs_nothing_on_the_device():
+    """On the GPU, under CUPTI (torch's profiler): the compile of four starter references (a norm, a softmax, a
+    matmul, a sort) on their shells puts no kernel, copy or fill on the device, so it may run beside another
+    evaluation's timing."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from solbench.problems.modules import entry, module_from_source
+    from solbench.problems.suite import select_problems
+
+    wanted = ("rmsnorm", "softmax_vocab", "gemm_bf16", "moe_topk_softmax")
+    problems = [p for p in select_problems("starter") if p.name in wanted]
+    assert len(problems) == len(wanted)
+    torch.cuda.init()
+    for problem in problems:
+        module = module_from_source(problem.reference_source, "solbench_reference", problem.directory / "reference.py")
+        ctx = SimpleNamespace(definition=problem.definition, problem=problem, dev=torch.device("cuda"),
+                              reference=entry(module, "run"), phases=Phases())
+        uuid = problem.workloads_for("cuda")[0].uuid
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            out = compile_only.compile_workload(ctx, uuid)
+        assert out["verdict"] == "passed", (problem.name, out)
+        on_device = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        assert on_device == [], (problem.name, on_device[:5])

@@ -57,8 +57,6 @@ def test_the_plan_names_each_problem_once_and_only_compile_baselines_the_store_l
 def test_the_pool_compiles_each_workload_side_by_side_on_the_spare_cores_with_a_worker_per_thread(monkeypatch):
     retired: list[str] = []
     monkeypatch.setattr(keeper, "retire_judge", retired.append)
-    forgotten = []
-    monkeypatch.setattr(compile_ahead, "forget_tuning", forgotten.append)
     both_running = threading.Barrier(2, timeout=WAIT_S)  # passes only while two compiles run at once
     seen: list[tuple[str, str, set[int]]] = []
     lock = threading.Lock()
@@ -87,7 +85,6 @@ def test_the_pool_compiles_each_workload_side_by_side_on_the_spare_cores_with_a_
     assert len(keys) == 2 and all(k.startswith("cuda" + compile_ahead.KEY) for k in keys)
     assert all(c == cores for _, _, c in seen)
     assert set(retired) == keys  # every worker ahead retired at the end
-    assert len(forgotten) == 1  # and the launch configurations they tuned side by side forgotten
     assert compile_ahead.compile_ahead([], EvalOptions(device="cuda"), 4) == {}
 
 
@@ -98,7 +95,6 @@ def test_the_compiles_start_in_the_runs_order_and_an_evaluation_waits_only_for_i
     it ends."""
     monkeypatch.setenv("SOLBENCH_LEASE_DIR", str(tmp_path))
     monkeypatch.setattr(keeper, "retire_judge", lambda key: None)
-    monkeypatch.setattr(compile_ahead, "forget_tuning", lambda since: 0)
     ran, release = [], threading.Event()
 
     def fake(unit: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
@@ -123,7 +119,6 @@ def test_the_compiles_start_in_the_runs_order_and_an_evaluation_waits_only_for_i
 def test_a_mark_another_run_holds_serves_and_a_stopped_run_leaves_none(monkeypatch, tmp_path):
     monkeypatch.setenv("SOLBENCH_LEASE_DIR", str(tmp_path))
     monkeypatch.setattr(keeper, "retire_judge", lambda key: None)
-    monkeypatch.setattr(compile_ahead, "forget_tuning", lambda since: 0)
     other = ahead_marks.mark("cpu", "p", "a")  # another run compiles p / a ahead
     assert other is not None and ahead_marks.mark("cpu", "p", "a") is None
     started, release = threading.Event(), threading.Event()
@@ -145,7 +140,6 @@ def test_a_mark_another_run_holds_serves_and_a_stopped_run_leaves_none(monkeypat
 
 def test_an_interruption_starts_no_further_compile(monkeypatch):
     monkeypatch.setattr(keeper, "retire_judge", lambda key: None)
-    monkeypatch.setattr(compile_ahead, "forget_tuning", lambda since: 0)
     ran = []
 
     def fake(unit: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
@@ -156,28 +150,6 @@ def test_an_interruption_starts_no_further_compile(monkeypatch):
         compile_ahead.compile_ahead([Ahead(SimpleNamespace(name="p"), ["a", "b", "c"])], EvalOptions(device="cuda"),
                                     1, one=fake)
     assert ran == ["a"]
-
-
-def test_the_launch_configurations_tuned_ahead_are_forgotten_and_nothing_else(tmp_path):
-    import time
-
-    old, new, kernel = tmp_path / "ab" / "k1.best_config", tmp_path / "cd" / "k2.best_config", tmp_path / "cd" / "k2.py"
-    for p in (old, new, kernel):
-        p.parent.mkdir(exist_ok=True)
-        p.write_text("{}")
-    os.utime(old, (time.time() - 3600, time.time() - 3600))  # tuned by an earlier run, alone on its device
-    assert compile_ahead.forget_tuning(time.time() - 60, tmp_path) == 1
-    assert old.exists() and kernel.exists() and not new.exists()
-
-
-
-def test_the_inductor_cache_is_found_where_torch_puts_it(monkeypatch, tmp_path):
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-    assert compile_ahead.inductor_cache() == Path(default_cache_dir())
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "x" / ".." / "c"))
-    assert compile_ahead.inductor_cache() == tmp_path / "c"
 
 
 def _fx_entries(root: Path) -> set[str]:
@@ -198,7 +170,7 @@ def test_the_runs_own_compile_of_the_baseline_is_a_cache_hit_after_the_compile_a
         assert compile_ahead.compile_ahead([Ahead(axpy, [uuid])], opts, 1) == {axpy.name: {uuid: "passed"}}
         warm = _fx_entries(tmp_path / "inductor")
         assert warm, "the compile ahead wrote nothing to Inductor's cache"
-        assert not list((tmp_path / "inductor").rglob("*.best_config"))  # its tuning forgotten
+        assert not list((tmp_path / "inductor").rglob("*.best_config"))  # nothing tuned: nothing ran
         ev = evaluate(axpy, load_solution(AXPY / "solutions" / "torch_ok.py", axpy.definition), opts,
                       store=Store(tmp_path / "r.db"))
         assert ev.workloads[0].compile_ms is not None, ev.workloads[0]

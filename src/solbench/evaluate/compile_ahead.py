@@ -22,13 +22,11 @@ or breaks its graph) only leaves the run's compile to be done where it always wa
 from __future__ import annotations
 
 import dataclasses
-import os
 import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 from solbench import tempdirs
@@ -107,7 +105,6 @@ class Running:
         self._lock = threading.Lock()
         # every unit marked before any starts: an evaluation that gets to one first waits for it (``ahead_marks``)
         self._marks = {id(u): ahead_marks.mark(opts.device, u.problem.name, u.uuids[0]) for u in units}
-        self._started = time.time()
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(units))),
                                         thread_name_prefix="solbench-compile", initializer=confine,
                                         initargs=(cores,))
@@ -151,7 +148,6 @@ class Running:
             self._marks.clear()
             for key in self._keys:
                 keeper.retire_judge(key)
-            forget_tuning(self._started)
 
     def wait(self) -> dict[str, dict]:
         self._waiter.join()
@@ -191,25 +187,3 @@ def compile_ahead(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: s
     except BaseException:
         running.stop()
         raise
-
-
-def inductor_cache() -> Path:
-    """Inductor's cache folder as the trusted workers find it (their environment keeps TORCHINDUCTOR_CACHE_DIR;
-    otherwise torch's default, ``<temporary directory>/torchinductor_<user>``)."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # no side effect, unlike cache_dir()
-
-    return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()).resolve()
-
-
-def forget_tuning(since: float, root: Path | None = None) -> int:
-    """Remove the launch configurations Inductor's kernels chose since ``since`` (``*.best_config``, its local
-    autotuning cache): the workers ahead benchmarked them beside one another. How many were removed."""
-    removed = 0
-    for path in (root or inductor_cache()).rglob("*.best_config"):
-        try:
-            if path.stat().st_mtime >= since - 1 and not path.is_symlink():
-                path.unlink()
-                removed += 1
-        except OSError:
-            continue
-    return removed

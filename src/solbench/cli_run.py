@@ -6,8 +6,8 @@ evaluations run side by side (``--jobs``): timed ones never share a device, but 
 C++ example's first build is most of its check), as many at once as their estimated device memory allows
 (``evaluate.admission``). Timed evaluations run one after another while the native builds of later ones run on
 the cores the evaluation leaves (``--build-jobs``, ``evaluate.native.pool``); the run's torch.compile baselines
-are compiled on those cores too, side by side and beside the evaluations, running nothing on the device
-(``evaluate.compile_ahead``).
+are compiled on those cores too, side by side and beside the evaluations, running none of their graphs on the
+device (``evaluate.compile_ahead``).
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def _in_turn(selected: list[tuple], options: dict, store, run_id: int, dev: str,
                 progress.advance(task)
     finally:
         if compiles is not None:
-            compiles.stop()  # the run has ended (or was interrupted): none starts; those running end
+            compiles.stop()  # the run has ended (or was interrupted): none starts, running ones are killed
         build_pool.confine(before)
     return [ev for _, ev in sorted(evaluations, key=lambda pair: pair[0])]  # the run's order, for its table
 

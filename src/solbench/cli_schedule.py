@@ -107,15 +107,15 @@ def _builds_ahead(jobs: list[tuple], options: dict, store, build_jobs: int | Non
             yield
     finally:
         if compiles is not None:
-            compiles.stop()  # the run has ended (or was interrupted): none starts; those running end
+            compiles.stop()  # the run has ended (or was interrupted): none starts, running ones are killed
         build_pool.confine(before)
 
 
 def start_compiles(problems: list, options: dict, store, workers: int, cores: set[int], progress):
     """The run's torch.compile baselines compiled beside its evaluations, ``workers`` at once on ``cores``, in the
     run's order (``evaluate.compile_ahead``: the caches they fill make the run's own compiles hits, and a compile
-    baseline reached before its compile ahead ended waits for it); returns them under way (``Running``), or None
-    without spare cores or where the run compiles nothing new."""
+    baseline reached while its compile ahead runs waits for it; one reached before it began compiles itself);
+    returns them under way (``Running``), or None without spare cores or where the run compiles nothing new."""
     from solbench.evaluate import compile_ahead
     from solbench.evaluate.runner import EvalOptions
 

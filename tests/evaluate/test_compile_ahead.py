@@ -56,7 +56,7 @@ def test_the_plan_names_each_problem_once_and_only_compile_baselines_the_store_l
 
 def test_the_pool_compiles_each_workload_side_by_side_on_the_spare_cores_with_a_worker_per_thread(monkeypatch):
     retired: list[str] = []
-    monkeypatch.setattr(keeper, "retire_judge", retired.append)
+    monkeypatch.setattr(keeper, "retire_judge", lambda key, grace_s=5.0: retired.append(key))
     both_running = threading.Barrier(2, timeout=WAIT_S)  # passes only while two compiles run at once
     seen: list[tuple[str, str, set[int]]] = []
     lock = threading.Lock()
@@ -88,58 +88,67 @@ def test_the_pool_compiles_each_workload_side_by_side_on_the_spare_cores_with_a_
     assert compile_ahead.compile_ahead([], EvalOptions(device="cuda"), 4) == {}
 
 
-def test_the_compiles_start_in_the_runs_order_and_an_evaluation_waits_only_for_its_own(monkeypatch, tmp_path):
+def test_the_compiles_start_in_the_runs_order_and_an_evaluation_waits_only_for_one_running(monkeypatch, tmp_path):
     """With one thread the compiles start in the run's order (the first problem's are the first an evaluation
-    needs); ``start`` returns at once, every workload marked until its own compile ahead has ended, so a wait for
-    a workload whose compile ended returns while another's still runs, and one for a running compile returns when
-    it ends."""
+    needs); ``start`` returns at once, and a workload is marked while its compile ahead runs: a wait for one whose
+    compile has ended, or has not begun, returns at once (the run compiles the latter itself); one for a running
+    compile returns when it ends, or at the wait's limit."""
     monkeypatch.setenv("SOLBENCH_LEASE_DIR", str(tmp_path))
-    monkeypatch.setattr(keeper, "retire_judge", lambda key: None)
-    ran, release = [], threading.Event()
+    monkeypatch.setattr(keeper, "retire_judge", lambda key, grace_s=5.0: None)
+    ran, began_b, release = [], threading.Event(), threading.Event()
 
     def fake(unit: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
         ran.append(unit.uuids[0])
         if unit.uuids[0] == "b":
+            began_b.set()
             assert release.wait(WAIT_S)
         return {unit.uuids[0]: "passed"}
 
     aheads = [Ahead(SimpleNamespace(name="first"), ["a", "b"]), Ahead(SimpleNamespace(name="second"), ["c"])]
     running = compile_ahead.start(aheads, EvalOptions(device="cpu"), 1, one=fake)
-    assert running is not None  # under way: "b" waits for the release
+    assert running is not None and began_b.wait(WAIT_S)  # under way: "b" waits for the release
     assert ahead_marks.wait_compiled("cpu", "first", ["a"], WAIT_S) < WAIT_S  # a's compile has ended
-    assert ahead_marks.wait_compiled("cpu", "first", ["b"], 0.2) >= 0.2  # b's has not: the wait ran to its limit
+    assert ahead_marks.wait_compiled("cpu", "first", ["b"], 0.2) >= 0.2  # b's runs: the wait ran to its limit
+    assert ahead_marks.wait_compiled("cpu", "second", ["c"], WAIT_S) < WAIT_S  # c's has not begun
     assert ahead_marks.wait_compiled("cpu", "other", ["b"], WAIT_S) < WAIT_S  # another problem's b is not marked
     release.set()
-    assert ahead_marks.wait_compiled("cpu", "second", ["c"], WAIT_S) < WAIT_S  # c's ended after b's
+    assert ahead_marks.wait_compiled("cpu", "first", ["b"], WAIT_S) < WAIT_S
     assert running.wait() == {"first": {"a": "passed", "b": "passed"}, "second": {"c": "passed"}}
     assert ran == ["a", "b", "c"]
     assert compile_ahead.start([], EvalOptions(device="cpu"), 1, one=fake) is None
 
 
-def test_a_mark_another_run_holds_serves_and_a_stopped_run_leaves_none(monkeypatch, tmp_path):
+def test_a_stopped_run_kills_its_workers_starts_no_further_compile_and_leaves_no_mark(monkeypatch, tmp_path):
     monkeypatch.setenv("SOLBENCH_LEASE_DIR", str(tmp_path))
-    monkeypatch.setattr(keeper, "retire_judge", lambda key: None)
-    other = ahead_marks.mark("cpu", "p", "a")  # another run compiles p / a ahead
-    assert other is not None and ahead_marks.mark("cpu", "p", "a") is None
-    started, release = threading.Event(), threading.Event()
+    retired: list[str] = []
+    monkeypatch.setattr(keeper, "retire_judge", lambda key, grace_s=5.0: retired.append(key))
+    other = ahead_marks.mark("cpu", "p", "z")  # another run compiling p / z ahead: a second mark is not taken
+    assert other is not None and ahead_marks.mark("cpu", "p", "z") is None
+    ahead_marks.unmark(other)
+    started, release, ran = threading.Event(), threading.Event(), []
 
     def fake(unit: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
+        ran.append(unit.uuids[0])
         started.set()
-        assert release.wait(WAIT_S)
+        assert release.wait(WAIT_S)  # as a killed worker's job would, it returns
         return {}
 
     running = compile_ahead.start([Ahead(SimpleNamespace(name="p"), ["a", "b", "c"])], EvalOptions(device="cpu"),
                                   1, one=fake)
     assert started.wait(WAIT_S)
+    stopper = threading.Thread(target=running.stop)
+    stopper.start()
+    assert running.stopped.wait(WAIT_S)  # stopped while a runs
     release.set()
-    running.stop()  # a stops here: b and c never start, and their marks go
-    assert ahead_marks.wait_compiled("cpu", "p", ["b", "c"], WAIT_S) < WAIT_S
-    ahead_marks.unmark(other)
-    assert ahead_marks.wait_compiled("cpu", "p", ["a"], WAIT_S) < WAIT_S
+    stopper.join(WAIT_S)
+    assert not stopper.is_alive()
+    assert ran == ["a"]  # b and c never began
+    assert retired and set(retired) == {"cpu" + compile_ahead.KEY + "0"}  # the thread's worker killed
+    assert ahead_marks.wait_compiled("cpu", "p", ["a", "b", "c"], WAIT_S) < WAIT_S
 
 
 def test_an_interruption_starts_no_further_compile(monkeypatch):
-    monkeypatch.setattr(keeper, "retire_judge", lambda key: None)
+    monkeypatch.setattr(keeper, "retire_judge", lambda key, grace_s=5.0: None)
     ran = []
 
     def fake(unit: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:

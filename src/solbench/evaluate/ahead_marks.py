@@ -5,9 +5,9 @@ The compiles ahead run beside the run's evaluations, not before them. Where an e
 compile baseline while its compile ahead is still running, compiling it again in the trusted worker would take as
 long and use the core that feeds the device; so the run waits for the compile ahead to end and then finds its
 result in the caches. A mark is an exclusive ``flock`` on a file named for (device, problem, workload) in the
-lease folder, taken for every planned workload before the first compile ahead starts and released when that
-workload's compile ahead has ended (compiled, failed or given up): a killed holder releases it too. A wait is
-bounded: past its limit the run compiles as it always did.
+lease folder, taken when that workload's compile ahead begins and released when it has ended (compiled, failed
+or given up): a killed holder releases it too. A workload whose compile ahead has not begun is not marked, and
+the run compiles it itself. A wait is bounded: past its limit the run compiles as it always did.
 """
 
 from __future__ import annotations

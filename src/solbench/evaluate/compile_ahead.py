@@ -10,11 +10,13 @@ compiles the same graph for the same shapes, so its compile is a cache hit (Indu
 compile threads a process has: the workers ahead compile with one each, so that they do not start a pool of
 compilers apiece).
 
-The compiles ahead run beside the run's evaluations and their timing, so they do no device work: a worker ahead
-traces the reference on input shells and compiles it without running it (``trusted.compile_only``); it holds
-no device lease. The run's evaluations take the problems in the run's order, so the compiles ahead do too: the
-first problem's are the first needed. An evaluation that reaches a compile baseline whose compile ahead is still
-running waits for it (``ahead_marks``) rather than compiling it a second time. Nothing they produce is believed:
+The compiles ahead run beside the run's evaluations and their timing, so they run none of their graphs: a worker
+ahead traces the reference on input shells and compiles it without running it (``trusted.compile_only``, which
+says what Inductor itself still runs on the device while it compiles); it holds no device lease. The run's
+evaluations take the problems in the run's order, so the compiles ahead do too: the first problem's are the first
+needed. An evaluation that reaches a compile baseline whose compile ahead is running waits for it
+(``ahead_marks``) rather than compiling it a second time; a worker ahead is retired as soon as no compile is left
+to begin, so that its CUDA context's memory goes back to the evaluations. Nothing they produce is believed:
 the run's baselines are measured as always, and a compile ahead that failed (a reference that does not compile,
 or breaks its graph) only leaves the run's compile to be done where it always was.
 """
@@ -92,7 +94,7 @@ def compile_one(ahead: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
 
 class Running:
     """Compiles ahead under way (``start``): ``wait()`` for their verdicts (problem -> uuid -> verdict), ``stop()``
-    to start no further one and wait for those running."""
+    to start no further one and end those running (their workers killed: the run has ended, or was interrupted)."""
 
     def __init__(self, units: list[Ahead], opts: EvalOptions, workers: int, cores: set[int] | None,
                  done: Callable[[Ahead, dict[str, str]], Any] | None,
@@ -103,8 +105,7 @@ class Running:
         self.error: BaseException | None = None
         self._keys: set[str] = set()
         self._lock = threading.Lock()
-        # every unit marked before any starts: an evaluation that gets to one first waits for it (``ahead_marks``)
-        self._marks = {id(u): ahead_marks.mark(opts.device, u.problem.name, u.uuids[0]) for u in units}
+        self._started = 0  # units begun: a thread that finds none left to begin retires its worker
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(units))),
                                         thread_name_prefix="solbench-compile", initializer=confine,
                                         initargs=(cores,))
@@ -113,23 +114,30 @@ class Running:
         self._waiter.start()
 
     def _run(self, unit: Ahead) -> dict[str, str]:
+        if self.stopped.is_set():
+            return {}
+        key = self.opts.device + KEY + threading.current_thread().name.rsplit("_", 1)[-1]
+        with self._lock:
+            self._keys.add(key)
+            self._started += 1
+        # marked while it runs: an evaluation that reaches this workload's compile meanwhile waits for it
+        # (``ahead_marks``); one that reaches it before it began compiles it itself, as without a compile ahead
+        mark = ahead_marks.mark(self.opts.device, unit.problem.name, unit.uuids[0])
+        began = time.monotonic()
         try:
-            if self.stopped.is_set():
-                return {}
-            key = self.opts.device + KEY + threading.current_thread().name.rsplit("_", 1)[-1]
-            with self._lock:
-                self._keys.add(key)
-            began = time.monotonic()
-            try:
-                verdicts = self.one(unit, self.opts, key)
-            except Exception:  # noqa: BLE001 - the run's own compile is then done where it always was
-                verdicts = {}
-            except BaseException:  # an interruption: no further compile starts
-                self.stopped.set()
-                raise
-            unit.seconds = time.monotonic() - began
+            verdicts = self.one(unit, self.opts, key)
+        except Exception:  # noqa: BLE001 - the run's own compile is then done where it always was
+            verdicts = {}
+        except BaseException:  # an interruption: no further compile starts
+            self.stopped.set()
+            raise
         finally:
-            ahead_marks.unmark(self._marks.pop(id(unit)))
+            ahead_marks.unmark(mark)
+        unit.seconds = time.monotonic() - began
+        with self._lock:
+            begun = self._started == len(self.units)
+        if begun or self.stopped.is_set():  # nothing left for this thread: its worker's device memory goes back
+            keeper.retire_judge(key, 0.0)
         if self.done is not None:
             self.done(unit, verdicts)
         return verdicts
@@ -143,11 +151,13 @@ class Running:
             self.stopped.set()
         finally:
             self._pool.shutdown(wait=True, cancel_futures=True)
-            for fd in list(self._marks.values()):  # units cancelled before they started
-                ahead_marks.unmark(fd)
-            self._marks.clear()
-            for key in self._keys:
-                keeper.retire_judge(key)
+            self._retire()
+
+    def _retire(self) -> None:
+        with self._lock:
+            keys = list(self._keys)
+        for key in keys:
+            keeper.retire_judge(key, 0.0)
 
     def wait(self) -> dict[str, dict]:
         self._waiter.join()
@@ -157,7 +167,9 @@ class Running:
 
     def stop(self) -> None:
         self.stopped.set()
-        self._waiter.join()
+        while self._waiter.is_alive():  # a running compile's worker killed (again, where one began meanwhile)
+            self._retire()
+            self._waiter.join(1.0)
 
 
 def start(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: set[int] | None = None,
@@ -165,8 +177,8 @@ def start(aheads: list[Ahead], opts: EvalOptions, workers: int, cores: set[int] 
           one: Callable[[Ahead, EvalOptions, str], dict[str, str]] = compile_one) -> Running | None:
     """Every workload of ``aheads`` compiled on its own (a problem's workloads side by side too), in the order of
     ``aheads`` (the run's), on ``workers`` threads confined to ``cores``, each thread with a trusted worker of its
-    own (kept from one workload to the next, retired at the end); returns at once, every workload marked
-    (``ahead_marks``) until its compile ahead has ended. ``done(unit, verdicts)`` after each workload
+    own (kept from one workload to the next, retired once none is left to begin); returns at once, each workload
+    marked (``ahead_marks``) while its compile ahead runs. ``done(unit, verdicts)`` after each workload
     (``unit.seconds``: its time). None where there is nothing to compile."""
     units = [Ahead(a.problem, [uuid]) for a in aheads for uuid in a.uuids]
     if not units or workers < 1:

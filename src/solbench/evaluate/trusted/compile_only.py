@@ -2,12 +2,17 @@
 asks of a trusted worker.
 
 A compile ahead exists to fill Inductor's and Triton's caches on disk before the run's own trusted worker compiles
-the same graph. Running the compiled graph adds nothing to them that the run keeps (Triton's launch tuning done
-beside other processes is forgotten), but it is device work, and device work beside another evaluation's timing
+the same graph. Running the compiled graph adds nothing to them that the run needs (its launch tuning is done again
+in the run, alone on the device), but it is device work, and device work beside another evaluation's timing
 would disturb its samples. So here the reference is traced on input shells (``inputs.input_shells``: memory
 allocated, no kernel run), compiled by Inductor exactly as ``torch.compile(dynamic=False)`` would, and the
 compiled graph, in place of running, raises ``Compiled``. The trace is whole (``fullgraph``): a reference that
 breaks its graph would run its eager parts on the shells, so it fails here and compiles in the run, as before.
+
+What Inductor itself runs while it compiles remains: its folding of constants of one value (a ``torch.zeros``
+or ``full`` in the reference) computes on one-element tensors on the device, and its padding of a matrix product
+whose sizes are not aligned benchmarks both layouts there. ``tests/evaluate/trusted/test_compile_only.py``
+measures what the starter references leave on the device under CUPTI.
 """
 
 from __future__ import annotations

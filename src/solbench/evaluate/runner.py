@@ -54,7 +54,7 @@ TRUSTED_LOG = "\n--- trusted worker ---\n"
 #: correctness draws of a trusted baseline (a solution gets ``EvalOptions.draws``)
 BASELINE_DRAWS = 1
 #: the longest a run's compile baseline waits for its compile ahead (``ahead_marks``) before compiling it itself
-AHEAD_WAIT_S = 300.0
+AHEAD_WAIT_S = 120.0
 
 
 @dataclass

@@ -162,3 +162,67 @@ def test_the_builds_watch_never_starts_a_poll_once_the_stop_is_set(tmp_path):
     ahead = BuildsAhead(queue, "cpu", 1, plan=lambda job: None, poll_s=0.5)
     polls = polls_after_a_stop(queue, ahead._stop, ahead, "scan", 0, ahead.start, ahead.stop)
     assert not any(polls), polls
+
+
+def test_the_compile_baselines_of_queued_jobs_are_compiled_ahead_each_workload_once(tmp_path, monkeypatch):
+    """Two jobs of one problem and a third: each (problem, workload) the jobs' evaluations will compile is compiled
+    once, on a worker of the build thread's that is retired after it (a service keeps no CUDA context for it)."""
+    from solbench.evaluate.trusted import keeper
+
+    retired: list[str] = []
+    monkeypatch.setattr(keeper, "retire_judge", lambda key, grace_s=5.0: retired.append(key))
+    specs = _specs()
+    queue = JobQueue(tmp_path / "r.db")
+    compiled: list[tuple[str, str]] = []
+    lock, three = threading.Lock(), threading.Event()
+
+    def compiles(job):
+        problem = "other" if job.spec.solution["spec"]["language"] == "cuda_cpp" else "axpy"
+
+        def unit(uuid):
+            def compile_one(key):
+                with lock:
+                    compiled.append((problem, uuid, key))
+                    if len(compiled) == 3:
+                        three.set()
+            return compile_one
+        return [(problem, u, unit(u)) for u in ("w1", "w2")][: 1 if problem == "other" else 2]
+
+    queue.submit([specs["torch"], specs["torch"], specs["cpp"]])
+    ahead = BuildsAhead(queue, "cpu", 1, plan=lambda job: None, compiles=compiles, poll_s=0.05).start()
+    try:
+        assert three.wait(WAIT_S), compiled
+        time.sleep(0.2)  # a few more scans: nothing is compiled twice
+        assert sorted((p, u) for p, u, _ in compiled) == [("axpy", "w1"), ("axpy", "w2"), ("other", "w1")]
+        assert {k for _, _, k in compiled} == {"cpu#compile-ahead-0"} and retired.count("cpu#compile-ahead-0") == 3
+    finally:
+        ahead.stop()
+
+
+def test_a_jobs_compiles_ahead_are_those_its_evaluation_will_compile(tmp_path):
+    from solbench.evaluate.baselines import harness_digest
+    from solbench.store.db import Store
+
+    axpy = load_problem(AXPY)
+    torch_ok = load_solution(AXPY / "solutions" / "torch_ok.py", axpy.definition)
+    uuids = [w.uuid for w in axpy.workloads_for("cpu")]
+
+    def job(**options) -> Job:
+        return Job(id=1, state="queued", created=0.0, spec=spec_for(axpy, torch_ok, JobOptions(**options)))
+
+    store = Store(tmp_path / "r.db")
+    assert [(p, u) for p, u, _ in _compiles(job(baselines=["eager", "compile"]), store)] == [
+        (axpy.name, u) for u in uuids]
+    assert _compiles(job(), store) == []  # the CPU's default baselines compile nothing
+    assert _compiles(job(baselines=["eager", "compile"], check_only=True), store) == []
+    store.put_baseline(axpy.digest(), uuids[0], "cpu", f"torch=x;harness={harness_digest()}", "compile", "passed",
+                       0.01, [0.01])
+    assert [u for _, u, _ in _compiles(job(baselines=["eager", "compile"]), store)] == uuids[1:]  # measured
+    broken = job(baselines=["compile"]).spec.model_copy(update={"problem": "no_such_problem"})
+    assert _compiles(Job(id=2, state="queued", created=0.0, spec=broken), store) == []
+
+
+def _compiles(job, store):
+    from solbench.schedule.builds import compiles_for
+
+    return compiles_for(job, "cpu", store)

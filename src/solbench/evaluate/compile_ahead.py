@@ -92,6 +92,18 @@ def compile_one(ahead: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
     return {uuid: report.verdict for (_, uuid), report in outcome.results.items()}
 
 
+def compile_marked(ahead: Ahead, opts: EvalOptions, key: str,
+                   one: Callable[[Ahead, EvalOptions, str], dict[str, str]] = compile_one) -> dict[str, str]:
+    """``one`` workload's compile ahead (``ahead`` names one) on the worker ``key``, marked while it runs: an
+    evaluation that reaches the same compile meanwhile waits for it (``ahead_marks``); one that reaches it before it
+    began compiles it itself, as without a compile ahead."""
+    mark = ahead_marks.mark(opts.device, ahead.problem.name, ahead.uuids[0])
+    try:
+        return one(ahead, opts, key)
+    finally:
+        ahead_marks.unmark(mark)
+
+
 class Running:
     """Compiles ahead under way (``start``): ``wait()`` for their verdicts (problem -> uuid -> verdict), ``stop()``
     to start no further one and end those running (their workers killed: the run has ended, or was interrupted)."""
@@ -120,19 +132,14 @@ class Running:
         with self._lock:
             self._keys.add(key)
             self._started += 1
-        # marked while it runs: an evaluation that reaches this workload's compile meanwhile waits for it
-        # (``ahead_marks``); one that reaches it before it began compiles it itself, as without a compile ahead
-        mark = ahead_marks.mark(self.opts.device, unit.problem.name, unit.uuids[0])
         began = time.monotonic()
         try:
-            verdicts = self.one(unit, self.opts, key)
+            verdicts = compile_marked(unit, self.opts, key, self.one)
         except Exception:  # noqa: BLE001 - the run's own compile is then done where it always was
             verdicts = {}
         except BaseException:  # an interruption: no further compile starts
             self.stopped.set()
             raise
-        finally:
-            ahead_marks.unmark(mark)
         unit.seconds = time.monotonic() - began
         with self._lock:
             begun = self._started == len(self.units)

@@ -1,4 +1,4 @@
-"""Native builds ahead of a service's queued jobs, on the host's spare cores.
+"""Native builds and torch.compile baselines ahead of a service's queued jobs, on the host's spare cores.
 
 A compiled solution (CUDA C++, CUTLASS, cuBLAS, cuDNN) is built by its evaluation before its candidate starts: 20
 to 54 s of nvcc on the H200 host, during which its slot, and so its GPU, does nothing else. ``solbench run`` knows
@@ -14,6 +14,10 @@ A service runs them in a process of its own (``start_apart``): a build's Python 
 hashing sources and headers, its sandbox) could otherwise hold the HTTP server's interpreter lock while requests
 wait; a scan there sees new jobs by polling the database.
 
+The same threads compile ahead the torch.compile baselines a queued job's evaluation will measure (those its
+database does not hold for this harness), each workload once, compiled and never run (``evaluate.compile_ahead``):
+the evaluation's own compile finds the caches filled, or waits for a compile ahead that is running.
+
 Nothing a build ahead leaves is believed for being one: the evaluation's own build loads the cached bytes and checks
 their hashes as always, a build that failed here is built again there (its failure is that evaluation's verdict),
 and a job whose spec does not load is left to its slot, which says why.
@@ -22,6 +26,7 @@ and a job whose spec does not load is left to its slot, which says why.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sqlite3
@@ -53,16 +58,40 @@ def build_for(job: Job, device: str, view_of: Any) -> Callable[[], Any] | None:
         return None
 
 
+def compiles_for(job: Job, device: str, store: Any) -> list[tuple[str, str, Callable[[str], Any]]]:
+    """The torch.compile baselines ``job``'s evaluation will compile (``compile_ahead.plan``: asked for, and not
+    measured in ``store`` by this harness), as (problem, workload, compile(key)): each compiles that workload ahead
+    on the trusted worker ``key``, marked while it runs (``compile_ahead.compile_marked``); none for a spec that does
+    not load (its slot says why)."""
+    from solbench.evaluate.compile_ahead import Ahead, compile_marked, plan
+    from solbench.schedule.slot import load_spec_problem, options_for
+
+    try:
+        problem = load_spec_problem(job.spec)
+        opts = options_for(job.spec, device, store)
+        aheads = plan([problem], opts, store)
+    except Exception:  # noqa: BLE001 - the slot meets it again and gives the verdict
+        return []
+    return [(problem.name, uuid, functools.partial(compile_marked, Ahead(problem, [uuid]), opts))
+            for ahead in aheads for uuid in ahead.uuids]
+
+
 class BuildsAhead:
-    """Builds of the queue's jobs on ``workers`` threads confined to ``cores``, each job's once, oldest first."""
+    """Builds of the queue's jobs on ``workers`` threads confined to ``cores``, each job's once, oldest first; and
+    the torch.compile baselines their evaluations will compile (``compiles``), each workload's once."""
 
     def __init__(self, queue: JobQueue, device: str, workers: int, cores: set[int] | None = None,
-                 plan: Callable[[Job], Callable[[], Any] | None] | None = None, poll_s: float = 0.5):
+                 plan: Callable[[Job], Callable[[], Any] | None] | None = None, poll_s: float = 0.5,
+                 compiles: Callable[[Job], list[tuple[str, str, Callable[[str], Any]]]] | None = None):
         self.queue = queue
+        self.device = device
         self.cores = set(cores) if cores else None
         self.plan = plan or (lambda job: build_for(job, device, queue))
+        self.compiles = compiles or (lambda job: compiles_for(job, device, self._store()))
         self.poll_s = poll_s
         self.seen: set[int] = set()
+        self.compiled: set[tuple[str, str]] = set()  # (problem, workload) compiled ahead, or under way
+        self._stores: list[Any] = []
         self.built: list[int] = []  # job ids whose build ahead ended, in order
         self.on_built: Callable[[int], None] | None = None
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="solbench-build-ahead",
@@ -94,7 +123,33 @@ class BuildsAhead:
                 self._mark(self.queue.building, job.id)
                 self._pool.submit(self._run, job.id, build)
                 started += 1
+            for problem, uuid, compile_one in self.compiles(job):
+                if (problem, uuid) not in self.compiled:
+                    self.compiled.add((problem, uuid))
+                    self._pool.submit(self._compile, compile_one)
         return started
+
+    def _store(self) -> Any:
+        """The results database, for what its baselines hold (opened once, by the watch's thread)."""
+        if not self._stores:
+            from solbench.store.db import Store
+
+            self._stores.append(Store(self.queue.path))
+        return self._stores[0]
+
+    def _compile(self, compile_one: Callable[[str], Any]) -> None:
+        """One workload's compile ahead, on a trusted worker of this thread's, which it retires: a service keeps no
+        worker (and no CUDA context on the device) for compiles that may never come again."""
+        from solbench.evaluate.compile_ahead import KEY
+        from solbench.evaluate.trusted import keeper
+
+        key = self.device + KEY + threading.current_thread().name.rsplit("_", 1)[-1]
+        try:
+            compile_one(key)
+        except Exception:  # noqa: BLE001 - the evaluation compiles it where it always did
+            pass
+        finally:
+            keeper.retire_judge(key, 0.0)
 
     def _mark(self, mark: Callable[..., None], *job_id: int) -> None:
         """A job's build marked begun or ended in the queue (``JobQueue.building``, ``built``): a mark the

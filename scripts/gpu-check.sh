@@ -34,8 +34,8 @@
 #   cached in the database; a database carried in .gpudb/gpu.db is copied to $OUT/gpu.db and reused.
 # On a fresh machine the first `run` (or `bundled`) compiles every torch.compile baseline ahead, beside its
 # evaluations since 95bc860 (before it, first: 39 to 68 s on H100s), and evaluates about 7 s per solution (5 s in
-# `rerun`): 263 to 366 s for the starter suite on H100 machines before 95bc860, so `RUN_LIMIT=330 ... run` and
-# `RUN_LIMIT=215 ... rerun` (190 s) nearly fill one call's 600 s. Files
+# `rerun`): before 95bc860 the starter suite took 263 s on one H100 machine and did not end in 330 s on another (31
+# of 35), so `RUN_LIMIT=330 ... run` and `RUN_LIMIT=215 ... rerun` (190 s) nearly fill one call's 600 s. Files
 # outside the repository stay on the machine between the calls of one lease: keep $OUT/gpu.db there (and return
 # it), copy it to .gpudb/gpu.db at the next call's start, carry .whl, and run the other stages, at most 10 minutes
 # of them per call, each call started within the 30 s the machine waits. A change to a file of the harness digest

@@ -165,8 +165,9 @@ def test_the_builds_watch_never_starts_a_poll_once_the_stop_is_set(tmp_path):
 
 
 def test_the_compile_baselines_of_queued_jobs_are_compiled_ahead_each_workload_once(tmp_path, monkeypatch):
-    """Two jobs of one problem and a third: each (problem, workload) the jobs' evaluations will compile is compiled
-    once, on a worker of the build thread's that is retired after it (a service keeps no CUDA context for it)."""
+    """Two jobs of one problem and options (planned once) and a third with other options: each (problem, workload)
+    the jobs' evaluations will compile is compiled once, on a worker of the build thread's that is retired after it
+    (a service keeps no CUDA context for it)."""
     from solbench.evaluate.trusted import keeper
 
     retired: list[str] = []
@@ -176,8 +177,11 @@ def test_the_compile_baselines_of_queued_jobs_are_compiled_ahead_each_workload_o
     compiled: list[tuple[str, str]] = []
     lock, three = threading.Lock(), threading.Event()
 
+    planned = []
+
     def compiles(job):
-        problem = "other" if job.spec.solution["spec"]["language"] == "cuda_cpp" else "axpy"
+        planned.append(job.id)
+        problem = "other" if job.spec.options.draws == 3 else "axpy"
 
         def unit(uuid):
             def compile_one(key):
@@ -188,13 +192,15 @@ def test_the_compile_baselines_of_queued_jobs_are_compiled_ahead_each_workload_o
             return compile_one
         return [(problem, u, unit(u)) for u in ("w1", "w2")][: 1 if problem == "other" else 2]
 
-    queue.submit([specs["torch"], specs["torch"], specs["cpp"]])
+    three_draws = specs["torch"].model_copy(update={"options": JobOptions(draws=3)})
+    ids = queue.submit([specs["torch"], specs["cpp"], three_draws])
     ahead = BuildsAhead(queue, "cpu", 1, plan=lambda job: None, compiles=compiles, poll_s=0.05).start()
     try:
         assert three.wait(WAIT_S), compiled
         time.sleep(0.2)  # a few more scans: nothing is compiled twice
         assert sorted((p, u) for p, u, _ in compiled) == [("axpy", "w1"), ("axpy", "w2"), ("other", "w1")]
         assert {k for _, _, k in compiled} == {"cpu#compile-ahead-0"} and retired.count("cpu#compile-ahead-0") == 3
+        assert planned == [ids[0], ids[2]]  # the C++ job's problem and options were planned with the first
     finally:
         ahead.stop()
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import signal
 import sqlite3
@@ -76,6 +77,12 @@ def compiles_for(job: Job, device: str, store: Any) -> list[tuple[str, str, Call
             for ahead in aheads for uuid in ahead.uuids]
 
 
+def _plan_key(job: Job) -> str:
+    """What a job's compiles ahead follow from: its problem (its files where carried) and its options."""
+    spec = job.spec
+    return json.dumps([spec.problem, spec.problem_files, spec.options.model_dump(mode="json")], sort_keys=True)
+
+
 class BuildsAhead:
     """Builds of the queue's jobs on ``workers`` threads confined to ``cores``, each job's once, oldest first; and
     the torch.compile baselines their evaluations will compile (``compiles``), each workload's once."""
@@ -91,6 +98,7 @@ class BuildsAhead:
         self.poll_s = poll_s
         self.seen: set[int] = set()
         self.compiled: set[tuple[str, str]] = set()  # (problem, workload) compiled ahead, or under way
+        self.planned: set[str] = set()  # the problems and options whose compiles were planned (``_plan_key``)
         self._stores: list[Any] = []
         self.built: list[int] = []  # job ids whose build ahead ended, in order
         self.on_built: Callable[[int], None] | None = None
@@ -123,6 +131,10 @@ class BuildsAhead:
                 self._mark(self.queue.building, job.id)
                 self._pool.submit(self._run, job.id, build)
                 started += 1
+            planned = _plan_key(job)  # jobs of one problem and options plan the same compiles: planned once
+            if planned in self.planned:
+                continue
+            self.planned.add(planned)
             for problem, uuid, compile_one in self.compiles(job):
                 if (problem, uuid) not in self.compiled:
                     self.compiled.add((problem, uuid))

@@ -372,9 +372,11 @@ def _meta(x):
 
 
 def test_shells_have_every_draws_shapes_dtypes_and_layouts_and_the_workloads_fixed_values():
-    """Every problem of the full suite, each workload's smallest in elements: a shell set and a draw agree in what
-    a compiler keys on (a tensor's shape, dtype, strides, offset and device; a plain value's type, and its value
-    where the workload fixes it)."""
+    """Every problem of the full suite, each workload's smallest in elements: a shell set (real, and fake) and a
+    draw agree in what a compiler keys on (a tensor's shape, dtype, strides, offset and device; a plain value's
+    type, and its value where the workload fixes it)."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
     from solbench.problems.inputs import input_shells
     from solbench.problems.suite import select_problems
     from solbench.problems.workload import CustomInput, ScalarInput
@@ -391,6 +393,9 @@ def test_shells_have_every_draws_shapes_dtypes_and_layouts_and_the_workloads_fix
         shells = input_shells(d, w, "cpu", problem.directory)
         drawn = make_inputs(d, w, 7, "cpu", problem.directory)
         assert [_meta(x) for x in shells] == [_meta(x) for x in drawn], problem.name
+        fake = input_shells(d, w, "cpu", problem.directory, fake=FakeTensorMode())  # no memory at all
+        assert [_meta(x) for x in fake] == [_meta(x) for x in drawn], problem.name
+        assert all(isinstance(x, FakeTensor) for x in fake if isinstance(x, torch.Tensor))
         for (name, spec), shell, x in zip(d.inputs.items(), shells, drawn):
             if isinstance(w.inputs.get(name), ScalarInput) and spec.shape is None:
                 assert shell == x, (problem.name, name)

@@ -358,13 +358,16 @@ def make_input_sets(definition: Definition, workload: Workload, seed: int, count
 
 
 def input_shells(definition: Definition, workload: Workload, device: str | torch.device,
-                 problem_dir: Path | None = None) -> list[Any]:
+                 problem_dir: Path | None = None, fake: Any = None) -> list[Any]:
     """The inputs of one draw as a compiler sees them, with no device work: each tensor allocated (``torch.empty``,
     no kernel runs) with the shape, dtype and layout a draw gives it, plain values as the workload fixes them, a
     safetensors input's shape and dtype read on the host. What a ``torch.compile`` of the reference traces and keys
     its cache on is the same as for a draw, but for a plain value the workload leaves random (here the low end of
     its range; every draw has its own, so such a compile is keyed per draw anyway); the tensors' values are
-    whatever the memory held. Raises ``ValueError`` for custom inputs (only their entry point knows them)."""
+    whatever the memory held. ``fake``: a ``FakeTensorMode`` the tensors are made in (no memory at all). Raises
+    ``ValueError`` for custom inputs (only their entry point knows them)."""
+    import contextlib
+
     device = torch.device(device)
     axes = definition.resolve_axes(workload.axes)
     sources = workload.inputs
@@ -375,14 +378,18 @@ def input_shells(definition: Definition, workload: Workload, device: str | torch
         src = sources.get(name)
         if isinstance(src, SafetensorsInput):
             t = _load_safetensors(src, problem_dir, "cpu")
-            out.append(torch.empty(t.shape, dtype=t.dtype, device=device))
+            shape, dtype = tuple(t.shape), t.dtype
         elif spec.shape is not None:
-            out.append(torch.empty(definition.shape_of(spec, axes), dtype=torch_dtype(spec.dtype), device=device))
+            shape, dtype = definition.shape_of(spec, axes), torch_dtype(spec.dtype)
         elif isinstance(src, ScalarInput):
             out.append(src.value)
+            continue
         else:
             lo = _range(spec, axes, (0.5, 1.5))[0]
             out.append(int(lo) if spec.dtype in INTEGER else float(lo))
+            continue
+        with fake if fake is not None else contextlib.nullcontext():
+            out.append(torch.empty(shape, dtype=dtype, device=device))
     return out
 
 

@@ -4,8 +4,8 @@ asks of a trusted worker.
 A compile ahead exists to fill Inductor's and Triton's caches on disk before the run's own trusted worker compiles
 the same graph. Running the compiled graph adds nothing to them that the run needs (its launch tuning is done again
 in the run, alone on the device), but it is device work, and device work beside another evaluation's timing
-would disturb its samples. So here the reference is traced on input shells (``inputs.input_shells``: memory
-allocated, no kernel run), compiled by Inductor exactly as ``torch.compile(dynamic=False)`` would, and the
+would disturb its samples. So here the reference is traced on input shells (``inputs.input_shells``: fake
+tensors, no memory and no kernel), compiled by Inductor exactly as ``torch.compile(dynamic=False)`` would, and the
 compiled graph, in place of running, raises ``Compiled``. The trace is whole (``fullgraph``): a reference that
 breaks its graph would run its eager parts on the shells, so it fails here and compiles in the run, as before.
 
@@ -49,12 +49,14 @@ def compile_workload(ctx, uuid: str) -> dict[str, Any]:
     "runtime_error": the compile failed, left for the run)."""
     import torch
     import torch._dynamo
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
     from solbench.evaluate.boundary.calls import short_traceback
     from solbench.problems.inputs import input_shells
 
-    try:
-        shells = input_shells(ctx.definition, ctx.problem.workload(uuid), ctx.dev, ctx.problem.directory)
+    try:  # fake tensors: not even the shells' memory is taken on the device, where evaluations run beside
+        shells = input_shells(ctx.definition, ctx.problem.workload(uuid), ctx.dev, ctx.problem.directory,
+                              fake=FakeTensorMode())
     except ValueError as why:
         return {"verdict": "unsupported", "reasons": [], "message": str(why)}
     torch._dynamo.reset()  # as the run's compile baseline: a fresh static compile per workload
@@ -66,8 +68,4 @@ def compile_workload(ctx, uuid: str) -> dict[str, Any]:
         return {"verdict": "passed", "reasons": [], "phases": ctx.phases.take()}
     except Exception as exc:  # noqa: BLE001 - the run compiles it where it always did
         return {"verdict": "runtime_error", "reasons": ["exception"], "message": short_traceback(exc)}
-    finally:
-        del shells
-        if ctx.dev.type == "cuda":
-            torch.cuda.empty_cache()  # the shells' memory back to the device: evaluations run beside
     return {"verdict": "runtime_error", "reasons": ["exception"], "message": "the compiled graph was not called"}

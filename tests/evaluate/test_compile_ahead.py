@@ -1,8 +1,9 @@
 """The torch.compile baselines compiled ahead beside a run (evaluate/compile_ahead.py, ahead_marks.py): which
 problems it compiles, the pool with a fake compile (all at once up to its workers, each thread on the spare cores
-with a worker of its own, a failure left to the run, the run's order, the marks an evaluation waits on), and on the
-CPU for real: the run's own compile of the baseline then writes nothing new to Inductor's cache (a hit). Waits are
-on events with a generous bound, never on the machine's speed."""
+with a worker of its own, a failure left to the run, the run's order, the marks an evaluation waits on), the main
+job's evaluations beside them and the runner's wait for one running, and on the CPU for real: the run's own compile
+of the baseline then writes nothing new to Inductor's cache (a hit). Waits are on events with a generous bound,
+never on the machine's speed."""
 
 from __future__ import annotations
 
@@ -216,3 +217,74 @@ def test_a_compile_ahead_compiles_only_under_no_lease_and_a_bounded_time(monkeyp
     assert env == compile_ahead.AHEAD_ENV and job["subjects"] == [{"kind": "compile"}]
     assert job["compile_only"] is True and job["draws"] == 1 and job["time"] is False
     assert job["pairs"] == [[0, uuid]]
+
+
+def test_a_runs_compile_baseline_waits_for_a_running_compile_ahead_and_no_other_baseline_does(monkeypatch, tmp_path):
+    """The runner's baselines (``runner._baselines``): while the workload's compile ahead runs (its mark held
+    here), the compile baseline's job is not sent; once it ends, it is. A job of the eager baseline alone does not
+    wait."""
+    from solbench.evaluate import runner
+    from solbench.evaluate.trusted.keeper import WorkerOutcome
+    from solbench.evaluate.trusted.report import WorkloadReport
+
+    monkeypatch.setenv("SOLBENCH_LEASE_DIR", str(tmp_path))
+    sent: list[list[dict]] = []
+
+    def run_worker(job, startup_s, workload_s, workdir, key=None, env=None):
+        sent.append(job["subjects"])
+        return WorkerOutcome(results={(i, u): WorkloadReport.failed(u, "passed", [])
+                                      for i in range(len(job["subjects"])) for _, u in job["pairs"]})
+
+    monkeypatch.setattr(keeper, "run_worker", run_worker)
+    axpy = _axpy()
+    uuid = axpy.workloads_for("cpu")[0].uuid
+    mark = ahead_marks.mark("cpu", axpy.name, uuid)  # its compile ahead runs
+    try:
+        runner._baselines(axpy, [uuid], EvalOptions(device="cpu", baselines=("eager",)), 1, {}, tmp_path, None)
+        assert sent == [[{"kind": "eager"}]]  # no compile asked for: no wait
+        compiled = threading.Thread(target=runner._baselines, args=(
+            axpy, [uuid], EvalOptions(device="cpu", baselines=("compile",)), 1, {}, tmp_path, None))
+        compiled.start()
+        compiled.join(0.5)
+        assert compiled.is_alive() and len(sent) == 1  # waiting for the compile ahead
+    finally:
+        ahead_marks.unmark(mark)
+    compiled.join(WAIT_S)
+    assert not compiled.is_alive() and sent[-1] == [{"kind": "compile"}]
+
+
+def test_the_main_job_evaluates_while_its_compiles_ahead_run(monkeypatch, tmp_path):
+    """``run`` in turn (the README's main job) with a spare core: the first evaluation begins while the compile ahead
+    is still running (it waits for that evaluation to begin: a barrier before the evaluations would hold it to its
+    limit), and the run ends with the compiles ahead stopped."""
+    import functools
+
+    from solbench import cli_run
+    from solbench.evaluate import runner
+    from solbench.evaluate.native import pool as build_pool
+
+    monkeypatch.setenv("SOLBENCH_LEASE_DIR", str(tmp_path))
+    core = min(os.sched_getaffinity(0))
+    monkeypatch.setattr(build_pool, "slot_split", lambda slots=1: ({core}, {core}))
+    monkeypatch.setattr(build_pool, "solution_builds", lambda jobs, device, store: [None] * len(jobs))
+    monkeypatch.setattr(build_pool, "confine", lambda cores: None)
+    monkeypatch.setattr(keeper, "retire_judge", lambda key, grace_s=5.0: None)
+    evaluating, overlapped = threading.Event(), []
+
+    def fake_compile(unit, opts, key):
+        overlapped.append(evaluating.wait(WAIT_S))
+        return {unit.uuids[0]: "passed"}
+
+    def fake_evaluate(problem, solution, opts, store=None, run_id=None):
+        evaluating.set()
+        return problem.name
+
+    axpy = _axpy()
+    monkeypatch.setattr(compile_ahead, "plan", lambda problems, opts, store=None: [Ahead(axpy, ["w"])])
+    monkeypatch.setattr(compile_ahead, "start", functools.partial(compile_ahead.start, one=fake_compile))
+    monkeypatch.setattr(runner, "evaluate", fake_evaluate)
+    progress = SimpleNamespace(add_task=lambda *a, **k: 0, update=lambda *a, **k: None,
+                               advance=lambda *a, **k: None)
+    out = cli_run._in_turn([(axpy, AXPY / "solutions" / "torch_ok.py")], dict(device="cpu"), None, 1, "cpu", None,
+                           progress, 0)
+    assert out == [axpy.name] and overlapped == [True]

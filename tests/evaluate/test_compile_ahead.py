@@ -125,7 +125,16 @@ def test_a_stopped_run_kills_its_workers_starts_no_further_compile_and_leaves_no
     monkeypatch.setattr(keeper, "retire_judge", lambda key, grace_s=5.0: retired.append(key))
     other = ahead_marks.mark("cpu", "p", "z")  # another run compiling p / z ahead: a second mark is not taken
     assert other is not None and ahead_marks.mark("cpu", "p", "z") is None
+
+    def never(unit, opts, key):
+        raise AssertionError("compiled beside another process's compile ahead of the same workload")
+
+    assert compile_ahead.compile_marked(Ahead(SimpleNamespace(name="p"), ["z"]), EvalOptions(device="cpu"), "k",
+                                        never) == {}
     ahead_marks.unmark(other)
+    on_one = ahead_marks.mark("cuda:1", "p", "z")  # a mark is the device kind's: the caches are the host's
+    assert on_one is not None and ahead_marks.mark("cuda", "p", "z") is None
+    ahead_marks.unmark(on_one)
     started, release, ran = threading.Event(), threading.Event(), []
 
     def fake(unit: Ahead, opts: EvalOptions, key: str) -> dict[str, str]:
@@ -238,7 +247,7 @@ def test_a_runs_compile_baseline_waits_for_a_running_compile_ahead_and_no_other_
     monkeypatch.setattr(keeper, "run_worker", run_worker)
     axpy = _axpy()
     uuid = axpy.workloads_for("cpu")[0].uuid
-    mark = ahead_marks.mark("cpu", axpy.name, uuid)  # its compile ahead runs
+    mark = ahead_marks.mark("cpu", ahead_marks.problem_key(axpy), uuid)  # its compile ahead runs
     try:
         runner._baselines(axpy, [uuid], EvalOptions(device="cpu", baselines=("eager",)), 1, {}, tmp_path, None)
         assert sent == [[{"kind": "eager"}]]  # no compile asked for: no wait

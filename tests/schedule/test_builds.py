@@ -199,7 +199,8 @@ def test_the_compile_baselines_of_queued_jobs_are_compiled_ahead_each_workload_o
         assert three.wait(WAIT_S), compiled
         time.sleep(0.2)  # a few more scans: nothing is compiled twice
         assert sorted((p, u) for p, u, _ in compiled) == [("axpy", "w1"), ("axpy", "w2"), ("other", "w1")]
-        assert {k for _, _, k in compiled} == {"cpu#compile-ahead-0"} and retired.count("cpu#compile-ahead-0") == 3
+        key = "cpu#compile-ahead-service-0"
+        assert {k for _, _, k in compiled} == {key} and retired.count(key) == 3
         assert planned == [ids[0], ids[2]]  # the C++ job's problem and options were planned with the first
     finally:
         ahead.stop()
@@ -218,7 +219,7 @@ def test_a_jobs_compiles_ahead_are_those_its_evaluation_will_compile(tmp_path):
 
     store = Store(tmp_path / "r.db")
     assert [(p, u) for p, u, _ in _compiles(job(baselines=["eager", "compile"]), store)] == [
-        (axpy.name, u) for u in uuids]
+        (f"{axpy.name}:{axpy.digest()}", u) for u in uuids]  # a problem named with its content
     assert _compiles(job(), store) == []  # the CPU's default baselines compile nothing
     assert _compiles(job(baselines=["eager", "compile"], check_only=True), store) == []
     store.put_baseline(axpy.digest(), uuids[0], "cpu", f"torch=x;harness={harness_digest()}", "compile", "passed",

@@ -96,8 +96,10 @@ def compile_marked(ahead: Ahead, opts: EvalOptions, key: str,
                    one: Callable[[Ahead, EvalOptions, str], dict[str, str]] = compile_one) -> dict[str, str]:
     """``one`` workload's compile ahead (``ahead`` names one) on the worker ``key``, marked while it runs: an
     evaluation that reaches the same compile meanwhile waits for it (``ahead_marks``); one that reaches it before it
-    began compiles it itself, as without a compile ahead."""
-    mark = ahead_marks.mark(opts.device, ahead.problem.name, ahead.uuids[0])
+    began compiles it itself, as without a compile ahead. Nothing where another process's mark is held: {}."""
+    mark = ahead_marks.mark(opts.device, ahead_marks.problem_key(ahead.problem), ahead.uuids[0])
+    if mark is None:  # another process compiles it ahead now: that compile serves
+        return {}
     try:
         return one(ahead, opts, key)
     finally:

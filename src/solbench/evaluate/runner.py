@@ -165,7 +165,8 @@ def _baselines(problem: Problem, uuids: list[str], opts: EvalOptions, seed: int,
     def run(subjects, pairs):  # a trusted baseline is checked on one draw (the reference, compiled or not, or the
         # problem's own baseline.py): its timing is what it is measured for
         if {"kind": "compile"} in subjects:  # a compile ahead of these workloads still running: its caches serve
-            ahead_marks.wait_compiled(opts.device, problem.name, [u for _, u in pairs], AHEAD_WAIT_S)
+            ahead_marks.wait_compiled(opts.device, ahead_marks.problem_key(problem), [u for _, u in pairs],
+                                      AHEAD_WAIT_S)
         job = worker_job(problem, subjects, pairs, dataclasses.replace(opts, draws=BASELINE_DRAWS), seed)
         return keeper.run_worker(job, opts.startup_timeout_s, opts.workload_timeout_s, workdir)
 

@@ -14,9 +14,11 @@ A service runs them in a process of its own (``start_apart``): a build's Python 
 hashing sources and headers, its sandbox) could otherwise hold the HTTP server's interpreter lock while requests
 wait; a scan there sees new jobs by polling the database.
 
-The same threads compile ahead the torch.compile baselines a queued job's evaluation will measure (those its
-database does not hold for this harness), each workload once, compiled and never run (``evaluate.compile_ahead``):
-the evaluation's own compile finds the caches filled, or waits for a compile ahead that is running.
+Threads of their own (half as many: a build never waits behind them) compile ahead the torch.compile baselines a
+queued job's evaluation will measure (those its database does not hold for this harness), each workload of each
+problem (by content) once, compiled and never run (``evaluate.compile_ahead``): the evaluation's own compile finds
+the caches filled, or waits for a compile ahead that is running (a mark of the device's kind: a slot on any GPU of
+the host waits for it).
 
 Nothing a build ahead leaves is believed for being one: the evaluation's own build loads the cached bytes and checks
 their hashes as always, a build that failed here is built again there (its failure is that evaluation's verdict),
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import os
 import signal
@@ -64,23 +67,24 @@ def compiles_for(job: Job, device: str, store: Any) -> list[tuple[str, str, Call
     measured in ``store`` by this harness), as (problem, workload, compile(key)): each compiles that workload ahead
     on the trusted worker ``key``, marked while it runs (``compile_ahead.compile_marked``); none for a spec that does
     not load (its slot says why)."""
+    from solbench.evaluate.ahead_marks import problem_key
     from solbench.evaluate.compile_ahead import Ahead, compile_marked, plan
     from solbench.schedule.slot import load_spec_problem, options_for
 
     try:
         problem = load_spec_problem(job.spec)
-        opts = options_for(job.spec, device, store)
-        aheads = plan([problem], opts, store)
     except Exception:  # noqa: BLE001 - the slot meets it again and gives the verdict
         return []
-    return [(problem.name, uuid, functools.partial(compile_marked, Ahead(problem, [uuid]), opts))
-            for ahead in aheads for uuid in ahead.uuids]
+    opts = options_for(job.spec, device, store)
+    return [(problem_key(problem), uuid, functools.partial(compile_marked, Ahead(problem, [uuid]), opts))
+            for ahead in plan([problem], opts, store) for uuid in ahead.uuids]
 
 
 def _plan_key(job: Job) -> str:
-    """What a job's compiles ahead follow from: its problem (its files where carried) and its options."""
+    """What a job's compiles ahead follow from: its problem (its files where carried) and its options, hashed."""
     spec = job.spec
-    return json.dumps([spec.problem, spec.problem_files, spec.options.model_dump(mode="json")], sort_keys=True)
+    plain = json.dumps([spec.problem, spec.problem_files, spec.options.model_dump(mode="json")], sort_keys=True)
+    return hashlib.sha256(plain.encode()).hexdigest()
 
 
 class BuildsAhead:
@@ -102,8 +106,15 @@ class BuildsAhead:
         self._stores: list[Any] = []
         self.built: list[int] = []  # job ids whose build ahead ended, in order
         self.on_built: Callable[[int], None] | None = None
+        self.on_compiled: Callable[[str, str], None] | None = None  # (problem, workload) after its compile ahead
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="solbench-build-ahead",
                                         initializer=build_thread, initargs=(self.cores,))
+        # compiles on threads of their own, half as many: a job's build never queues behind another's compiles
+        self._compile_pool = ThreadPoolExecutor(max_workers=max(1, workers // 2),
+                                                thread_name_prefix="solbench-compile-ahead", initializer=build_thread,
+                                                initargs=(self.cores,))
+        self._keys: set[str] = set()  # the compiles' workers (``_compile``)
+        self._keys_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="builds-ahead", daemon=True)
 
@@ -117,6 +128,13 @@ class BuildsAhead:
         self.queue.wake()
         self._thread.join(timeout=30)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._compile_pool.shutdown(wait=False, cancel_futures=True)
+        from solbench.evaluate.trusted import keeper
+
+        with self._keys_lock:
+            keys = list(self._keys)
+        for key in keys:  # a running compile's worker: its thread returns at once
+            keeper.retire_judge(key, 0.0)
         self._mark(self.queue.built)  # the builds not run are their evaluations' now
 
     def scan(self) -> int:
@@ -131,15 +149,24 @@ class BuildsAhead:
                 self._mark(self.queue.building, job.id)
                 self._pool.submit(self._run, job.id, build)
                 started += 1
-            planned = _plan_key(job)  # jobs of one problem and options plan the same compiles: planned once
-            if planned in self.planned:
-                continue
-            self.planned.add(planned)
-            for problem, uuid, compile_one in self.compiles(job):
-                if (problem, uuid) not in self.compiled:
-                    self.compiled.add((problem, uuid))
-                    self._pool.submit(self._compile, compile_one)
+            self._plan_compiles(job)
         return started
+
+    def _plan_compiles(self, job: Job) -> None:
+        """Queue the compiles ahead of ``job``'s evaluation not queued yet; a problem and options whose plan failed
+        (the database busy) are planned again with their next job."""
+        planned = _plan_key(job)  # jobs of one problem and options plan the same compiles: planned once
+        if planned in self.planned:
+            return
+        try:
+            units = self.compiles(job)
+        except Exception:  # noqa: BLE001 - the evaluation compiles where it always did
+            return
+        self.planned.add(planned)
+        for problem, uuid, compile_one in units:
+            if (problem, uuid) not in self.compiled:
+                self.compiled.add((problem, uuid))
+                self._compile_pool.submit(self._compile, problem, uuid, compile_one)
 
     def _store(self) -> Any:
         """The results database, for what its baselines hold (opened once, by the watch's thread)."""
@@ -149,19 +176,25 @@ class BuildsAhead:
             self._stores.append(Store(self.queue.path))
         return self._stores[0]
 
-    def _compile(self, compile_one: Callable[[str], Any]) -> None:
+    def _compile(self, problem: str, uuid: str, compile_one: Callable[[str], Any]) -> None:
         """One workload's compile ahead, on a trusted worker of this thread's, which it retires: a service keeps no
         worker (and no CUDA context on the device) for compiles that may never come again."""
         from solbench.evaluate.compile_ahead import KEY
         from solbench.evaluate.trusted import keeper
 
-        key = self.device + KEY + threading.current_thread().name.rsplit("_", 1)[-1]
+        if self._stop.is_set():
+            return
+        key = self.device + KEY + "service-" + threading.current_thread().name.rsplit("_", 1)[-1]
+        with self._keys_lock:
+            self._keys.add(key)
         try:
             compile_one(key)
         except Exception:  # noqa: BLE001 - the evaluation compiles it where it always did
             pass
         finally:
             keeper.retire_judge(key, 0.0)
+        if self.on_compiled is not None:
+            self.on_compiled(problem, uuid)
 
     def _mark(self, mark: Callable[..., None], *job_id: int) -> None:
         """A job's build marked begun or ended in the queue (``JobQueue.building``, ``built``): a mark the
@@ -229,6 +262,8 @@ def main(argv: list[str] | None = None) -> None:
     confine(cores or None)  # the scans too, not only the builds, keep off the slots' cores
     ahead = BuildsAhead(JobQueue(args.db), args.device, args.workers, cores or None)
     ahead.on_built = lambda job_id: print(f"build ahead ended: job {job_id}", flush=True)
+    ahead.on_compiled = lambda problem, uuid: print(f"compile ahead ended: {problem.split(':')[0]} / {uuid}",
+                                                    flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     ahead.start()

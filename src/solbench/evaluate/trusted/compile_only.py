@@ -11,8 +11,8 @@ breaks its graph would run its eager parts on the shells, so it fails here and c
 
 What Inductor itself runs while it compiles remains: its folding of constants of one value (a ``torch.zeros``
 or ``full`` in the reference) computes on one-element tensors on the device, and its padding of a matrix product
-whose sizes are not aligned benchmarks both layouts there. ``tests/evaluate/trusted/test_compile_only.py``
-measures what the starter references leave on the device under CUPTI.
+whose sizes are not aligned benchmarks both layouts there. A GPU test (``tests/evaluate/trusted/
+test_compile_only.py``) bounds and prints what six starter references leave on the device under CUPTI.
 """
 
 from __future__ import annotations

@@ -148,7 +148,10 @@ class Running:
         if begun or self.stopped.is_set():  # nothing left for this thread: its worker's device memory goes back
             keeper.retire_judge(key, 0.0)
         if self.done is not None:
-            self.done(unit, verdicts)
+            try:
+                self.done(unit, verdicts)
+            except Exception:  # noqa: BLE001 - a progress line that failed stops no compile
+                pass
         return verdicts
 
     def _collect(self) -> None:

@@ -297,3 +297,17 @@ def test_the_main_job_evaluates_while_its_compiles_ahead_run(monkeypatch, tmp_pa
     out = cli_run._in_turn([(axpy, AXPY / "solutions" / "torch_ok.py")], dict(device="cpu"), None, 1, "cpu", None,
                            progress, 0)
     assert out == [axpy.name] and overlapped == [True]
+
+
+def test_a_failing_progress_callback_stops_no_compile(monkeypatch, tmp_path):
+    monkeypatch.setenv("SOLBENCH_LEASE_DIR", str(tmp_path))
+    monkeypatch.setattr(keeper, "retire_judge", lambda key, grace_s=5.0: None)
+
+    def done(unit, verdicts):
+        raise RuntimeError("the terminal went away")
+
+    def fake(unit, opts, key):
+        return {unit.uuids[0]: "passed"}
+
+    assert compile_ahead.compile_ahead([Ahead(SimpleNamespace(name="p"), ["a", "b"])], EvalOptions(device="cpu"), 1,
+                                       done=done, one=fake) == {"p": {"a": "passed", "b": "passed"}}

@@ -13,9 +13,10 @@ itself, and so every compiler it starts, to them. No sample is then taken on a c
 host with too few cores to split (fewer than ``MIN_CORES``) there is no pool, and each evaluation builds its own
 solution as it starts.
 
-A build thread also lowers its own scheduling priority (``BUILD_NICE``), and so its compilers': before a run's
-first evaluation its builds share the spare cores with the torch.compile baselines compiled ahead, which every
-evaluation waits for, while the first build is needed only by the first compiled solution.
+A build thread also lowers its own scheduling priority (``BUILD_NICE``), and so its compilers': its builds share
+the spare cores with the torch.compile baselines compiled ahead, which each problem's first evaluation needs (in
+the run's order, the first problem's first), while a build is needed only by its own compiled solution, which the
+run takes once it is built.
 
 Nothing a pool's build leaves is trusted for being the pool's: the evaluation's ``Carry`` loads the cached bytes
 and checks their hashes as always, and a build that failed here is built again there, where its failure is the

@@ -10,6 +10,7 @@ follows from its role (``roles``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 from pathlib import Path
@@ -366,8 +367,6 @@ def input_shells(definition: Definition, workload: Workload, device: str | torch
     its range; every draw has its own, so such a compile is keyed per draw anyway); the tensors' values are
     whatever the memory held. ``fake``: a ``FakeTensorMode`` the tensors are made in (no memory at all). Raises
     ``ValueError`` for custom inputs (only their entry point knows them)."""
-    import contextlib
-
     device = torch.device(device)
     axes = definition.resolve_axes(workload.axes)
     sources = workload.inputs

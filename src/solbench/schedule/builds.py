@@ -103,7 +103,7 @@ class BuildsAhead:
         self.seen: set[int] = set()
         self.compiled: set[tuple[str, str]] = set()  # (problem, workload) compiled ahead, or under way
         self.planned: set[str] = set()  # the problems and options whose compiles were planned (``_plan_key``)
-        self._stores: list[Any] = []
+        self._db: Any = None  # the results database (``_store``)
         self.built: list[int] = []  # job ids whose build ahead ended, in order
         self.on_built: Callable[[int], None] | None = None
         self.on_compiled: Callable[[str, str], None] | None = None  # (problem, workload) after its compile ahead
@@ -170,11 +170,11 @@ class BuildsAhead:
 
     def _store(self) -> Any:
         """The results database, for what its baselines hold (opened once, by the watch's thread)."""
-        if not self._stores:
+        if self._db is None:
             from solbench.store.db import Store
 
-            self._stores.append(Store(self.queue.path))
-        return self._stores[0]
+            self._db = Store(self.queue.path)
+        return self._db
 
     def _compile(self, problem: str, uuid: str, compile_one: Callable[[str], Any]) -> None:
         """One workload's compile ahead, on a trusted worker of this thread's, which it retires: a service keeps no
